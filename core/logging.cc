@@ -1,0 +1,23 @@
+// Logging set-up: one stderr sink, shared by every module through spdlog's default logger.
+#include "core/logging.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "spdlog/sinks/stdout_color_sinks.h"
+
+namespace sparkserve::core {
+
+void InitLogging(std::string_view level) {
+  std::string lvl(level);
+  if (lvl.empty()) {
+    const char* env = std::getenv("SPARKSERVE_LOG_LEVEL");
+    lvl = env ? env : "info";
+  }
+  auto logger = spdlog::stderr_color_mt("sparkserve");
+  logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
+  logger->set_level(spdlog::level::from_str(lvl));
+  spdlog::set_default_logger(logger);
+}
+
+}  // namespace sparkserve::core

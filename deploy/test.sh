@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Everything CI runs: set-up, build, every CPU test (ctest: unit + golden; pytest: e2e + oracles),
+# ending with one summary line "N passed, N failed".
+#   deploy/test.sh [--build-dir DIR] [--cpu|--cuda]
+source "$(dirname "$0")/common.sh"
+BUILD_DIR="$REPO_ROOT/build"
+BUILD_ARGS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir) BUILD_DIR="$(realpath -m "$2")"; shift 2 ;;
+    --cpu|--cuda) BUILD_ARGS+=("$1"); shift ;;
+    -h|--help) sed -n '2,4p' "$0"; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+"$REPO_ROOT/deploy/setup.sh" --build-dir "$BUILD_DIR"
+"$REPO_ROOT/deploy/build.sh" --build-dir "$BUILD_DIR" "${BUILD_ARGS[@]}"
+export SPARKSERVE_BUILD_DIR="$BUILD_DIR"
+export PATH="$BUILD_DIR/bin:$PATH"
+
+passed=0; failed=0
+log "ctest"
+set +e
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" --timeout 600 2>&1 | tee "$BUILD_DIR/ctest.log"
+ctest_rc=${PIPESTATUS[0]}
+set -e
+c_total=$(grep -Eo 'tests passed, [0-9]+ tests failed out of [0-9]+' "$BUILD_DIR/ctest.log" | grep -Eo '[0-9]+$' || echo 0)
+c_failed=$(grep -Eo '[0-9]+ tests failed out of' "$BUILD_DIR/ctest.log" | grep -Eo '^[0-9]+' || echo 0)
+if [ "$ctest_rc" != 0 ] && [ "$c_failed" = 0 ]; then c_failed=1; fi
+passed=$((passed + c_total - c_failed)); failed=$((failed + c_failed))
+
+log "pytest"
+set +e
+"$BUILD_DIR/venv/bin/python" -m pytest -q -p no:cacheprovider "$REPO_ROOT/tests/e2e" "$REPO_ROOT/tests/golden" \
+  --junitxml="$BUILD_DIR/pytest.xml" 2>&1 | tee "$BUILD_DIR/pytest.log"
+py_rc=${PIPESTATUS[0]}
+set -e
+py_counts=$("$BUILD_DIR/venv/bin/python" - "$BUILD_DIR/pytest.xml" <<'PY'
+import sys, xml.etree.ElementTree as ET
+try:
+    root = ET.parse(sys.argv[1]).getroot()
+except Exception:
+    print("0 0"); sys.exit()
+suites = [root] if root.tag == "testsuite" else list(root)
+t = sum(int(s.get("tests", 0)) for s in suites)
+f = sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
+k = sum(int(s.get("skipped", 0)) for s in suites)
+print(t - f - k, f)
+PY
+)
+p_pass=${py_counts% *}; p_fail=${py_counts#* }
+# pytest exit 5 means "no tests collected": not a failure for this summary.
+if [ "$py_rc" != 0 ] && [ "$py_rc" != 5 ] && [ "$p_fail" = 0 ]; then p_fail=1; fi
+passed=$((passed + p_pass)); failed=$((failed + p_fail))
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
