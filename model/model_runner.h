@@ -1,0 +1,41 @@
+// ModelRunner: one tensor-parallel rank's shard of the model on one device, running StepPlans.
+// Implementations: CPU reference (model/cpu_*), CUDA (later). The engine sees only this interface.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/tensor.h"
+#include "model/step_plan.h"
+
+namespace sparkserve::model {
+
+struct StepOutput {
+  // Logits of the requested positions, rows in plan order (for each seq: 0, 1 or n rows).
+  core::Tensor logits;                 // f32 [num_logit_rows, vocab]
+  std::vector<int32_t> logit_row_begin;  // per seq: first row in `logits` (size seqs + 1, prefix sums)
+  // Final-norm input hidden state of each seq's last token (MTP draft input).
+  core::Tensor last_hidden;            // f32 [num_seqs, hidden]
+};
+
+// Capacities the scheduler plans against.
+struct ModelCapacity {
+  int32_t num_slots = 0;       // GDN/conv state slots (= max running sequences)
+  int32_t num_kv_pages = 0;    // KV pages in the pool
+  int32_t kv_page_size = 0;    // tokens per page
+  int32_t vocab_size = 0;
+  int32_t max_seq_len = 0;
+};
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+  virtual ModelCapacity capacity() const = 0;
+  // Runs one step. Each seq's state slot must hold exactly `start_pos` tokens of history
+  // (start_pos == 0 resets the slot).
+  virtual absl::StatusOr<StepOutput> Forward(const StepPlan& plan) = 0;
+  // Copies the state of slot `src` into `dst` (GDN state + conv window), e.g. for n > 1 forks.
+  virtual absl::Status CopySlot(SlotId src, SlotId dst) = 0;
+};
+
+}  // namespace sparkserve::model
