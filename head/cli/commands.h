@@ -1,5 +1,6 @@
-// The sparkserve subcommands: each Add*Command registers one on the app and returns the exit code
-// through `*exit_code` when it runs. One file per command under head/cli/.
+// The sparkserve subcommands. Each lives in its own file (head/cli/<name>_command.cc or its
+// layer's folder) and is registered in main.cc with one Add*Command line; it stores its exit code
+// in `*exit_code` when it runs.
 #pragma once
 #include "CLI/CLI.hpp"
 
