@@ -14,8 +14,15 @@ endif()
 if(SPARKSERVE_WITH_CUDA)
   set(CMAKE_CUDA_ARCHITECTURES ${SPARKSERVE_CUDA_ARCHS})
   enable_language(CUDA)
-  # CMake 3.25 does not know nvcc 13's C++20 switch: give it directly.
-  string(APPEND CMAKE_CUDA_FLAGS " -std=c++20 --expt-relaxed-constexpr")
+  # CMake 3.25 does not know that nvcc 13 takes C++20: tell it the switch.
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  set(CMAKE_CUDA_EXTENSIONS OFF)
+  # .cu files hold kernels and launchers only (no fmt/absl: nvcc cannot compile fmt's consteval
+  # checks); host code around them lives in .cc files.
+  string(APPEND CMAKE_CUDA_FLAGS " --expt-relaxed-constexpr")
   find_package(CUDAToolkit REQUIRED)
   find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu)
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})

@@ -1,0 +1,96 @@
+// Decode linear layers: argument checks, workspace sizing and load-time weight repacking around the
+// kernels of decode_linear.cu.
+#include "kernels/cuda/decode_linear.h"
+
+#include <algorithm>
+
+#include "core/status.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/decode_linear_kernels.h"
+
+namespace sparkserve::kernels::cuda {
+namespace {
+
+absl::Status CheckRows(int rows) {
+  if (rows < 1 || rows > kMaxDecodeRows) {
+    return absl::InvalidArgumentError(fmt::format("decode linear takes 1..{} rows, got {}", kMaxDecodeRows, rows));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<uint8_t> RepackNvfp4ForDecode(std::span<const uint8_t> packed, int out, int in) {
+  std::vector<uint8_t> result(packed.size());
+  const size_t row_bytes = static_cast<size_t>(in) / 2;
+  auto nibble = [&](size_t row, int element) -> uint32_t {
+    const uint8_t b = packed[row * row_bytes + element / 2];
+    return (element % 2) ? (b >> 4) : (b & 0xf);
+  };
+  // Nibble position in the repacked word of element i (0..3) of the word's first / second group.
+  constexpr int kFirst[4] = {0, 4, 1, 5};
+  constexpr int kSecond[4] = {2, 6, 3, 7};
+  for (size_t row = 0; row < static_cast<size_t>(out); ++row) {
+    for (int s = 0; s < in / kNvfp4Step; ++s) {
+      for (int t = 0; t < 4; ++t) {
+        for (int w = 0; w < 4; ++w) {
+          uint32_t word = 0;
+          for (int i = 0; i < 4; ++i) {
+            word |= nibble(row, s * kNvfp4Step + 16 * (2 * w) + 4 * t + i) << (4 * kFirst[i]);
+            word |= nibble(row, s * kNvfp4Step + 16 * (2 * w + 1) + 4 * t + i) << (4 * kSecond[i]);
+          }
+          uint8_t* dst = result.data() + row * row_bytes + 64 * s + 16 * t + 4 * w;
+          for (int b = 0; b < 4; ++b) dst[b] = static_cast<uint8_t>(word >> (8 * b));
+        }
+      }
+    }
+  }
+  return result;
+}
+
+std::vector<uint8_t> RepackFp8ForDecode(std::span<const uint8_t> weight, int out, int in) {
+  std::vector<uint8_t> result(weight.size());
+  for (size_t row = 0; row < static_cast<size_t>(out); ++row) {
+    const uint8_t* src = weight.data() + row * in;
+    uint8_t* dst = result.data() + row * in;
+    for (int s = 0; s < in / kFp8Step; ++s) {
+      for (int t = 0; t < 4; ++t) {
+        for (int g = 0; g < 4; ++g) {
+          for (int b = 0; b < 4; ++b) dst[kFp8Step * s + 16 * t + 4 * g + b] = src[kFp8Step * s + 16 * g + 4 * t + b];
+        }
+      }
+    }
+  }
+  return result;
+}
+
+size_t DecodeLinearWorkspaceBytes(int out, int in, int rows) {
+  // The FP8 kernel's smaller K step allows at least as many splits as the NVFP4 one.
+  const SplitPlan p = PlanSplits(out, in / kFp8Step);
+  return static_cast<size_t>(p.num_splits) * rows * out * sizeof(float);
+}
+
+absl::Status Nvfp4DecodeLinear(const Nvfp4LinearDevice& w, const __half* x, int rows, float* y, void* workspace,
+                               cudaStream_t stream) {
+  RETURN_IF_ERROR(CheckRows(rows));
+  if (w.in % kNvfp4Step != 0 || w.out < 1) {
+    return absl::InvalidArgumentError(fmt::format("nvfp4 decode linear needs in % 128 == 0 (got [{}, {}])", w.out, w.in));
+  }
+  return CudaStatus(LaunchNvfp4Decode(w, x, rows, y, static_cast<float*>(workspace), stream), "nvfp4 decode linear");
+}
+
+absl::Status Fp8DecodeLinear(const Fp8LinearDevice& w, const __half* x, int rows, float* y, void* workspace,
+                             cudaStream_t stream) {
+  RETURN_IF_ERROR(CheckRows(rows));
+  if (w.in % kFp8Step != 0 || w.out < 1) {
+    return absl::InvalidArgumentError(fmt::format("fp8 decode linear needs in % 64 == 0 (got [{}, {}])", w.out, w.in));
+  }
+  return CudaStatus(LaunchFp8Decode(w, x, rows, y, static_cast<float*>(workspace), stream), "fp8 decode linear");
+}
+
+absl::Status Bf16ToF16(const void* x_bf16, __half* x_f16, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return absl::OkStatus();
+  return CudaStatus(LaunchBf16ToF16(x_bf16, x_f16, n, stream), "bf16 -> f16");
+}
+
+}  // namespace sparkserve::kernels::cuda

@@ -1,0 +1,27 @@
+// Internal to kernels/cuda: the decode-linear launchers (decode_linear.cu) and the K-split plan they
+// share with the host code (decode_linear.cc). No absl/fmt here: nvcc compiles this.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/decode_linear.h"
+
+namespace sparkserve::kernels::cuda {
+
+inline constexpr int kNvfp4Step = 128;  // K elements per warp iteration: 8 groups of 16 (64 bytes a row)
+inline constexpr int kFp8Step = 64;     // K elements per warp iteration: 4 mma k16 (64 bytes a row)
+
+struct SplitPlan {
+  int tiles, steps, num_splits, steps_per_split;
+};
+SplitPlan PlanSplits(int out, int steps);
+
+cudaError_t LaunchNvfp4Decode(const Nvfp4LinearDevice& w, const __half* x, int rows, float* y, float* partial,
+                              cudaStream_t stream);
+cudaError_t LaunchFp8Decode(const Fp8LinearDevice& w, const __half* x, int rows, float* y, float* partial,
+                            cudaStream_t stream);
+cudaError_t LaunchBf16ToF16(const void* x_bf16, __half* x_f16, int64_t n, cudaStream_t stream);
+
+}  // namespace sparkserve::kernels::cuda
