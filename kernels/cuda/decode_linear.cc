@@ -20,27 +20,41 @@ absl::Status CheckRows(int rows) {
 
 }  // namespace
 
-std::vector<uint8_t> RepackNvfp4ForDecode(std::span<const uint8_t> packed, int out, int in) {
-  std::vector<uint8_t> result(packed.size());
-  const size_t row_bytes = static_cast<size_t>(in) / 2;
-  auto nibble = [&](size_t row, int element) -> uint32_t {
+Nvfp4DecodeLayout RepackNvfp4ForDecode(std::span<const uint8_t> packed, std::span<const uint8_t> scales, int out,
+                                       int in) {
+  const int tiles = (out + 15) / 16, steps = in / kNvfp4Step;
+  const size_t row_bytes = static_cast<size_t>(in) / 2, scale_row_bytes = static_cast<size_t>(in) / 16;
+  Nvfp4DecodeLayout result{std::vector<uint8_t>(static_cast<size_t>(tiles) * steps * 1024),
+                           std::vector<uint8_t>(static_cast<size_t>(tiles) * steps * 128)};
+  auto nibble = [&](int row, int element) -> uint32_t {
+    if (row >= out) return 0;
     const uint8_t b = packed[row * row_bytes + element / 2];
     return (element % 2) ? (b >> 4) : (b & 0xf);
   };
-  // Nibble position in the repacked word of element i (0..3) of the word's first / second group.
+  // Nibble position in a lane's word w of element i (0..3) of group 2w / group 2w + 1.
   constexpr int kFirst[4] = {0, 4, 1, 5};
   constexpr int kSecond[4] = {2, 6, 3, 7};
-  for (size_t row = 0; row < static_cast<size_t>(out); ++row) {
-    for (int s = 0; s < in / kNvfp4Step; ++s) {
-      for (int t = 0; t < 4; ++t) {
-        for (int w = 0; w < 4; ++w) {
-          uint32_t word = 0;
-          for (int i = 0; i < 4; ++i) {
-            word |= nibble(row, s * kNvfp4Step + 16 * (2 * w) + 4 * t + i) << (4 * kFirst[i]);
-            word |= nibble(row, s * kNvfp4Step + 16 * (2 * w + 1) + 4 * t + i) << (4 * kSecond[i]);
+  for (int tile = 0; tile < tiles; ++tile) {
+    for (int s = 0; s < steps; ++s) {
+      const size_t block = static_cast<size_t>(tile) * steps + s;
+      for (int h = 0; h < 2; ++h) {
+        for (int lane = 0; lane < 32; ++lane) {
+          const int q = lane / 4, t = lane % 4, row = tile * 16 + q + 8 * h;
+          for (int w = 0; w < 4; ++w) {
+            uint32_t word = 0;
+            for (int i = 0; i < 4; ++i) {
+              word |= nibble(row, s * kNvfp4Step + 16 * (2 * w) + 4 * t + i) << (4 * kFirst[i]);
+              word |= nibble(row, s * kNvfp4Step + 16 * (2 * w + 1) + 4 * t + i) << (4 * kSecond[i]);
+            }
+            uint8_t* dst = result.packed.data() + block * 1024 + h * 512 + lane * 16 + 4 * w;
+            for (int b = 0; b < 4; ++b) dst[b] = static_cast<uint8_t>(word >> (8 * b));
           }
-          uint8_t* dst = result.data() + row * row_bytes + 64 * s + 16 * t + 4 * w;
-          for (int b = 0; b < 4; ++b) dst[b] = static_cast<uint8_t>(word >> (8 * b));
+        }
+        for (int q = 0; q < 8; ++q) {
+          const int row = tile * 16 + q + 8 * h;
+          for (int g = 0; g < 8; ++g) {
+            result.scales[block * 128 + q * 16 + h * 8 + g] = row < out ? scales[row * scale_row_bytes + s * 8 + g] : 0;
+          }
         }
       }
     }
@@ -49,14 +63,19 @@ std::vector<uint8_t> RepackNvfp4ForDecode(std::span<const uint8_t> packed, int o
 }
 
 std::vector<uint8_t> RepackFp8ForDecode(std::span<const uint8_t> weight, int out, int in) {
-  std::vector<uint8_t> result(weight.size());
-  for (size_t row = 0; row < static_cast<size_t>(out); ++row) {
-    const uint8_t* src = weight.data() + row * in;
-    uint8_t* dst = result.data() + row * in;
-    for (int s = 0; s < in / kFp8Step; ++s) {
-      for (int t = 0; t < 4; ++t) {
-        for (int g = 0; g < 4; ++g) {
-          for (int b = 0; b < 4; ++b) dst[kFp8Step * s + 16 * t + 4 * g + b] = src[kFp8Step * s + 16 * g + 4 * t + b];
+  const int tiles = (out + 15) / 16, steps = in / kFp8Step;
+  std::vector<uint8_t> result(static_cast<size_t>(tiles) * steps * 1024);
+  for (int tile = 0; tile < tiles; ++tile) {
+    for (int s = 0; s < steps; ++s) {
+      uint8_t* block = result.data() + (static_cast<size_t>(tile) * steps + s) * 1024;
+      for (int h = 0; h < 2; ++h) {
+        for (int lane = 0; lane < 32; ++lane) {
+          const int q = lane / 4, t = lane % 4, row = tile * 16 + q + 8 * h;
+          if (row >= out) continue;
+          const uint8_t* src = weight.data() + static_cast<size_t>(row) * in + s * kFp8Step;
+          for (int g = 0; g < 4; ++g) {
+            for (int b = 0; b < 4; ++b) block[h * 512 + lane * 16 + 4 * g + b] = src[16 * g + 4 * t + b];
+          }
         }
       }
     }

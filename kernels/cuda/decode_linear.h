@@ -17,24 +17,31 @@ namespace sparkserve::kernels::cuda {
 // Most activation rows one decode launch takes (the mma's n dimension).
 inline constexpr int kMaxDecodeRows = 8;
 
-// An NVFP4 Linear in device memory, repacked for the decode kernel.
+// An NVFP4 Linear in device memory, repacked tile-major for the decode kernel: for each 16-row
+// tile, for each K step of 128 elements, 1024 bytes of codes (rows q, then rows q + 8, 16 bytes a
+// lane) and 128 bytes of group scales (per q: 8 of row q, 8 of row q + 8).
 struct Nvfp4LinearDevice {
-  const uint8_t* packed;   // [out, in/2]  E2M1 codes, repacked by RepackNvfp4ForDecode
-  const uint8_t* scales;   // [out, in/16] float8_e4m3fn group scales, row-major (as stored)
+  const uint8_t* packed;   // [tiles, in/128, 2, 32 lanes, 16] E2M1 codes (RepackNvfp4ForDecode)
+  const uint8_t* scales;   // [tiles, in/128, 8, 2, 8] float8_e4m3fn group scales (same function)
   float global_scale;      // divisor: W = e2m1 * scale / global_scale
-  int out, in;             // out % 16 == 0, in % 128 == 0
+  int out, in;             // in % 128 == 0; tiles = ceil(out / 16), missing rows zero
 };
 
-// An FP8 Linear with per-output-channel scales in device memory, repacked for the decode kernel.
+// An FP8 Linear with per-output-channel scales in device memory, repacked tile-major: for each
+// 16-row tile, for each K step of 64 elements, 1024 bytes (rows q, then rows q + 8, 16 a lane).
 struct Fp8LinearDevice {
-  const uint8_t* weight;   // [out, in] float8_e4m3fn, repacked by RepackFp8ForDecode
+  const uint8_t* weight;   // [tiles, in/64, 2, 32 lanes, 16] float8_e4m3fn (RepackFp8ForDecode)
   const float* scales;     // [out] multiplier: W = fp8 * scale
-  int out, in;             // out % 16 == 0, in % 64 == 0
+  int out, in;             // in % 64 == 0
 };
 
-// Host-side repacking (once, at load) of the row-major compressed-tensors layouts. Pure byte
-// permutations within each row: the same bytes, read by one 16-byte load per lane.
-std::vector<uint8_t> RepackNvfp4ForDecode(std::span<const uint8_t> packed, int out, int in);
+// Host-side repacking (once, at load) of the row-major compressed-tensors layouts
+// (weight_packed [out, in/2], weight_scale [out, in/16]; fp8 weight [out, in]).
+struct Nvfp4DecodeLayout {
+  std::vector<uint8_t> packed, scales;
+};
+Nvfp4DecodeLayout RepackNvfp4ForDecode(std::span<const uint8_t> packed, std::span<const uint8_t> scales, int out,
+                                       int in);
 std::vector<uint8_t> RepackFp8ForDecode(std::span<const uint8_t> weight, int out, int in);
 
 // Scratch a decode linear needs: fp32 partial sums of its K splits.

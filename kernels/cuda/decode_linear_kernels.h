@@ -10,6 +10,7 @@
 
 namespace sparkserve::kernels::cuda {
 
+inline constexpr int kDecodeWarpsPerBlock = 4;  // one 16-row tile a warp
 inline constexpr int kNvfp4Step = 128;  // K elements per warp iteration: 8 groups of 16 (64 bytes a row)
 inline constexpr int kFp8Step = 64;     // K elements per warp iteration: 4 mma k16 (64 bytes a row)
 
