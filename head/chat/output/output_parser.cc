@@ -27,6 +27,7 @@ OutputParserOptions OutputParserOptions::ForFamily(ModelFamily family) {
       o.parse_reasoning = true;
       o.accept_xml_calls = true;
       o.accept_json_calls = true;
+      o.tool_call_ends_reasoning = true;
       break;
   }
   return o;
@@ -52,10 +53,15 @@ bool PromptOpensReasoning(std::string_view prompt) {
 }
 
 OutputParser::OutputParser(OutputParserOptions options) : options_(std::move(options)) {
+  bool parse_calls =
+      options_.parse_tool_calls && (options_.accept_xml_calls || options_.accept_json_calls);
   if (options_.parse_reasoning) {
-    reasoning_.emplace(ReasoningParserOptions{.starts_in_reasoning = options_.starts_in_reasoning});
+    reasoning_.emplace(ReasoningParserOptions{
+        .starts_in_reasoning = options_.starts_in_reasoning,
+        .tool_call_ends_reasoning =
+            parse_calls && options_.accept_xml_calls && options_.tool_call_ends_reasoning});
   }
-  if (options_.parse_tool_calls && (options_.accept_xml_calls || options_.accept_json_calls)) {
+  if (parse_calls) {
     tools_.emplace(ToolCallParserOptions{.accept_xml = options_.accept_xml_calls,
                                          .accept_json = options_.accept_json_calls,
                                          .schemas = options_.tool_schemas,

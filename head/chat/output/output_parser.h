@@ -27,7 +27,8 @@ namespace sparkserve::chat {
 enum class ModelFamily {
   kNone,    // no markup is interpreted: everything is content
   kQwen3,   // <think> reasoning; tool calls in the JSON form
-  kQwen3_5, // <think> reasoning; tool calls in the XML form (the JSON form is accepted too)
+  kQwen3_5, // <think> reasoning; tool calls in the XML form (the JSON form is accepted too); a
+            // call opened inside reasoning ends it
 };
 
 // "none", "qwen3", "qwen3_5" (also "qwen3.5").
@@ -40,6 +41,9 @@ struct OutputParserOptions {
   bool parse_tool_calls = false;     // the request offered tools
   bool accept_xml_calls = false;
   bool accept_json_calls = false;
+  // With tool parsing on: "<tool_call>\n<function=" inside reasoning ends the block (the call is
+  // then content). Set for Qwen3.5, whose models sometimes call without closing </think>.
+  bool tool_call_ends_reasoning = false;
   ToolSchemas tool_schemas;
   std::function<std::string()> make_tool_call_id;  // empty: RandomToolCallId
 

@@ -7,10 +7,53 @@ namespace sparkserve::chat {
 namespace {
 constexpr std::string_view kThinkOpen = "<think>";
 constexpr std::string_view kThinkClose = "</think>";
+constexpr std::string_view kToolCallOpen = "<tool_call>";
+constexpr std::string_view kFunctionOpen = "<function=";
+
+bool IsWhitespace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+enum class Decision { kYes, kNo, kUndecided };
+
+// Whether the text after a "<tool_call>" inside reasoning starts a real call ("<function=").
+Decision StartsFunction(std::string_view after, bool final) {
+  while (!after.empty() && IsWhitespace(after.front())) after.remove_prefix(1);
+  if (after.starts_with(kFunctionOpen)) return Decision::kYes;
+  if (!final && IsProperPrefixOf(after, kFunctionOpen)) return Decision::kUndecided;
+  return Decision::kNo;
+}
 }  // namespace
 
 ReasoningParser::ReasoningParser(ReasoningParserOptions options)
-    : state_(options.starts_in_reasoning ? State::kReasoning : State::kBeforeReasoning) {}
+    : options_(options),
+      state_(options.starts_in_reasoning ? State::kReasoning : State::kBeforeReasoning) {}
+
+ReasoningParser::BlockScan ReasoningParser::ScanBlock(std::string_view text, bool final) const {
+  size_t from = 0;
+  while (true) {
+    std::string_view rest = text.substr(from);
+    TagMatch m = options_.tool_call_ends_reasoning
+                     ? FindFirstTag(rest, {kThinkClose, kToolCallOpen})
+                     : FindFirstTag(rest, {kThinkClose});
+    if (!m.found()) {
+      size_t keep = final ? rest.size()
+                    : options_.tool_call_ends_reasoning
+                        ? HeldSuffixStart(rest, {kThinkClose, kToolCallOpen})
+                        : HeldSuffixStart(rest, {kThinkClose});
+      return {.reasoning = from + keep, .consumed = from + keep, .ends = false};
+    }
+    size_t at = from + m.pos;
+    if (m.tag == 0) return {.reasoning = at, .consumed = at + kThinkClose.size(), .ends = true};
+    switch (StartsFunction(text.substr(at + kToolCallOpen.size()), final)) {
+      case Decision::kYes:
+        return {.reasoning = at, .consumed = at, .ends = true};
+      case Decision::kUndecided:
+        return {.reasoning = at, .consumed = at, .ends = false};
+      case Decision::kNo:
+        from = at + kToolCallOpen.size();  // a mention of the tag: reasoning text
+        break;
+    }
+  }
+}
 
 void ReasoningParser::Feed(std::string_view piece, OutputEvents& out) {
   held_.append(piece);
@@ -56,16 +99,13 @@ void ReasoningParser::Run(bool final, OutputEvents& out) {
           }
           at_output_start_ = false;
         }
-        TagMatch m = FindFirstTag(text, {kThinkClose});
-        if (m.found()) {
-          AppendText(out, OutputEventKind::kReasoningDelta, text.substr(0, m.pos));
-          text.remove_prefix(m.pos + kThinkClose.size());
+        BlockScan scan = ScanBlock(text, final);
+        AppendText(out, OutputEventKind::kReasoningDelta, text.substr(0, scan.reasoning));
+        text.remove_prefix(scan.consumed);
+        if (scan.ends) {
           state_ = State::kAfterReasoning;
           break;
         }
-        size_t keep = final ? text.size() : HeldSuffixStart(text, {kThinkClose});
-        AppendText(out, OutputEventKind::kReasoningDelta, text.substr(0, keep));
-        text.remove_prefix(keep);
         held_ = std::string(text);
         return;
       }

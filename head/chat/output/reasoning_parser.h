@@ -10,6 +10,10 @@
 //   included (there is one reasoning block per output; a "</think>" outside a block is text).
 // - text that might begin a tag ("<", "</th", ...) is held until the next piece decides it;
 //   Finish() releases what is still held as what it is (reasoning inside the block, else content).
+// - tool_call_ends_reasoning: a "<tool_call>" followed (after whitespace) by "<function=" ends the
+//   block implicitly; the call text itself is content. Qwen3.5 models sometimes call a tool
+//   without closing </think> (vLLM's Qwen3 parser does the same); any other "<tool_call>" stays
+//   reasoning text.
 // The newline after <think> and the one before </think> belong to the reasoning text: vLLM's
 // Qwen3 parser also keeps them (it partitions on the tags and strips nothing).
 #pragma once
@@ -22,6 +26,7 @@ namespace sparkserve::chat {
 
 struct ReasoningParserOptions {
   bool starts_in_reasoning = false;
+  bool tool_call_ends_reasoning = false;
 };
 
 class ReasoningParser {
@@ -39,6 +44,16 @@ class ReasoningParser {
   enum class State { kBeforeReasoning, kReasoning, kAfterReasoning };
   void Run(bool final, OutputEvents& out);
 
+  // Inside the block: the length of `text`'s prefix that is reasoning for sure, and whether the
+  // block ends right there (at "</think>", consumed, or at an implicit-end "<tool_call>", kept).
+  struct BlockScan {
+    size_t reasoning = 0;
+    size_t consumed = 0;
+    bool ends = false;
+  };
+  BlockScan ScanBlock(std::string_view text, bool final) const;
+
+  ReasoningParserOptions options_;
   State state_;
   bool at_output_start_ = true;  // nothing has been consumed yet
   std::string held_;             // text not yet decided (a possible tag prefix)

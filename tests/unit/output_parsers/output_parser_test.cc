@@ -3,6 +3,8 @@
 // configuration by family, tools and prompt state.
 #include "head/chat/output/output_parser.h"
 
+#include <random>
+
 #include "chunking.h"
 #include "gtest/gtest.h"
 
@@ -54,7 +56,7 @@ Outcome Parse(OutputParserOptions options, const std::vector<std::string>& piece
   return r;
 }
 
-std::string WithoutThinkTags(std::string text, bool inside) {
+std::string WithoutThinkTags(std::string text) {
   // Test inputs here hold at most one open and one close tag, both markup.
   for (std::string_view tag : {"<think>", "</think>"}) {
     size_t pos = text.find(tag);
@@ -68,7 +70,7 @@ std::string WithoutThinkTags(std::string text, bool inside) {
 ParsedOutput ParseEveryWay(const std::function<OutputParserOptions()>& options,
                            const std::string& text) {
   Outcome whole = Parse(options(), {text});
-  EXPECT_EQ(testing::Reconstruct(whole.events), WithoutThinkTags(text, true));
+  EXPECT_EQ(testing::Reconstruct(whole.events), WithoutThinkTags(text));
   for (const auto& pieces : testing::AllChunkings(text, 30)) {
     Outcome r = Parse(options(), pieces);
     EXPECT_EQ(r.parsed, whole.parsed) << "pieces: " << pieces.size();
@@ -82,9 +84,7 @@ ParsedOutput ParseEveryWay(const std::function<OutputParserOptions()>& options,
 const char kQwen35Recorded[] =
     "The user wants the weather in Paris and Tokyo. I should call get_weather twice.\n"
     "Temperatures < 0 °C are possible in January, so I'll ask for \"celsius\". "
-    "A <tool_call> written inside reasoning is not a call:\n"
-    "<tool_call>\n<function=get_weather>\n<parameter=city>\nBerlin\n</parameter>\n</function>\n"
-    "</tool_call>\n"
+    "The answer needs <tool_call> blocks, one per city; <tool_call>s are not text.\n"
     "</think>\n\n"
     "I'll check both cities for you 🌦️.\n\n"
     "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
@@ -164,6 +164,35 @@ TEST(OutputParser, RecordedQwen3JsonCalls) {
   EXPECT_EQ(p.tool_calls[1].arguments, R"({"city": "Zürich"})");
 }
 
+// Qwen3.5 calling a tool without closing </think>: the call ends the reasoning.
+const char kUnclosedThinkRecorded[] =
+    "I need the forecast first; mentioning <tool_call> here changes nothing.\n\n"
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\nLagos\n</parameter>\n</function>\n"
+    "</tool_call>";
+
+TEST(OutputParser, RecordedCallInsideUnclosedReasoningEndsIt) {
+  ParsedOutput p = ParseEveryWay([] { return Qwen35(true, true); }, kUnclosedThinkRecorded);
+  EXPECT_EQ(p.reasoning,
+            "I need the forecast first; mentioning <tool_call> here changes nothing.\n\n");
+  EXPECT_EQ(p.content, "");
+  ASSERT_EQ(p.tool_calls.size(), 1u);
+  EXPECT_EQ(p.tool_calls[0].arguments, R"({"city": "Lagos"})");
+}
+
+TEST(OutputParser, ToolCallsInsideReasoningAreNotParsedWhenImplicitEndIsOff) {
+  auto options = [] {
+    OutputParserOptions o = Qwen35(true, true);
+    o.tool_call_ends_reasoning = false;
+    return o;
+  };
+  ParsedOutput p = ParseEveryWay(options, kUnclosedThinkRecorded);
+  EXPECT_EQ(p.reasoning, kUnclosedThinkRecorded);
+  EXPECT_TRUE(p.tool_calls.empty());
+  // Without tools there is no implicit end either.
+  p = ParseEveryWay([] { return Qwen35(false, true); }, kUnclosedThinkRecorded);
+  EXPECT_EQ(p.reasoning, kUnclosedThinkRecorded);
+}
+
 TEST(OutputParser, Qwen3FamilyDoesNotReadTheXmlForm) {
   OutputParserOptions o = OutputParserOptions::ForFamily(ModelFamily::kQwen3);
   o.WithTools(Schemas());
@@ -210,13 +239,39 @@ TEST(OutputParser, TruncatedOutputsKeepEverything) {
     Outcome whole = Parse(Qwen35(true, true), {prefix});
     Outcome chars = Parse(Qwen35(true, true), testing::OneCharacterPerPiece(prefix));
     ASSERT_EQ(whole.parsed, chars.parsed) << cut;
-    ASSERT_EQ(testing::Reconstruct(whole.events), WithoutThinkTags(prefix, true)) << cut;
+    ASSERT_EQ(testing::Reconstruct(whole.events), WithoutThinkTags(prefix)) << cut;
   }
   ParsedOutput p = ParseCompleteOutput(Qwen35(true, true),
                                        text.substr(0, text.rfind("</tool_call>")));
   ASSERT_EQ(p.tool_calls.size(), 1u);
   EXPECT_TRUE(p.content.ends_with("<tool_call>\n<function=get_weather>\n<parameter=city>\n東京\n"
                                   "</parameter>\n<parameter=days>\n2\n</parameter>\n</function>\n"));
+}
+
+TEST(OutputParser, PropertyRandomOutputsAreChunkingIndependent) {
+  static const std::vector<std::string> kFragments = {
+      "<think>", "</think>", "<tool_call>", "</tool_call>", "\n", " ", "<", "</", "<th", "x",
+      "<function=get_weather>", "<parameter=city>", "</parameter>", "</function>", "{", "}",
+      "<tool_call>\n<function=get_weather>\n<parameter=days>\n4\n</parameter>\n</function>\n"
+      "</tool_call>",
+      "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>", "é", "🙂", "a < b"};
+  std::mt19937 rng(4242);
+  std::uniform_int_distribution<size_t> count(0, 16);
+  std::uniform_int_distribution<size_t> pick(0, kFragments.size() - 1);
+  for (int iteration = 0; iteration < 300; ++iteration) {
+    std::string text;
+    for (size_t n = count(rng); n > 0; --n) text += kFragments[pick(rng)];
+    bool inside = iteration % 2 == 0;
+    Outcome whole = Parse(Qwen35(true, inside), {text});
+    std::string rebuilt = testing::Reconstruct(whole.events);
+    size_t removed = text.size() - rebuilt.size();
+    ASSERT_TRUE(removed == 0 || removed == 7 || removed == 8 || removed == 15) << text;
+    for (const auto& pieces : testing::AllChunkings(text, 3)) {
+      Outcome r = Parse(Qwen35(true, inside), pieces);
+      ASSERT_EQ(r.parsed, whole.parsed) << text;
+      ASSERT_EQ(testing::Reconstruct(r.events), rebuilt) << text;
+    }
+  }
 }
 
 TEST(OutputParser, PromptOpensReasoning) {

@@ -124,6 +124,34 @@ TEST(ReasoningParser, LessThanInProseIsNotHeldLongerThanNeeded) {
   EXPECT_EQ(testing::Accumulate(out), RC("", "if a < b then"));
 }
 
+TEST(ReasoningParser, ToolCallEndsReasoningOnlyWhenAFunctionFollows) {
+  auto parse = [](std::string_view text) {
+    ParsedOutput whole;
+    for (const auto& pieces : AllChunkings(text, 10)) {
+      ReasoningParser parser({.starts_in_reasoning = true, .tool_call_ends_reasoning = true});
+      OutputEvents events = testing::RunPieces(
+          pieces, [&](std::string_view p, OutputEvents& out) { parser.Feed(p, out); },
+          [&](OutputEvents& out) { parser.Finish(out); });
+      ParsedOutput got = testing::Accumulate(events);
+      if (pieces.size() == 1) whole = got;
+      EXPECT_EQ(got, whole) << text;
+      std::string stripped(text);
+      if (size_t close = stripped.find("</think>"); close != std::string::npos) {
+        stripped.erase(close, 8);
+      }
+      EXPECT_EQ(testing::Reconstruct(events), stripped);
+    }
+    return whole;
+  };
+  EXPECT_EQ(parse("r <tool_call>\n<function=f>\n</function>\n</tool_call>"),
+            RC("r ", "<tool_call>\n<function=f>\n</function>\n</tool_call>"));
+  EXPECT_EQ(parse("use <tool_call> tags</think>c"), RC("use <tool_call> tags", "c"));
+  EXPECT_EQ(parse("a <tool_call> \n <function"), RC("a <tool_call> \n <function", ""));
+  EXPECT_EQ(parse("a <tool_call><tool_call><function=g>"), RC("a <tool_call>", "<tool_call><function=g>"));
+  // Off by default: the call stays reasoning.
+  EXPECT_EQ(Parse("r <tool_call>\n<function=f>", true), RC("r <tool_call>\n<function=f>", ""));
+}
+
 // Independent whole-text reference of the rules, returning (reasoning, content) and the text with
 // the recognised tags removed.
 struct Reference {
