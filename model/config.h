@@ -110,8 +110,8 @@ struct Qwen35Config {
 
   // Weight name prefix of the text model: "model.language_model." or "model.".
   std::string_view weight_prefix() const;
-  bool is_full_attention(int64_t layer) const {
-    return layer_types[static_cast<size_t>(layer)] == LayerType::kFullAttention;
+  bool is_full_attention(int64_t layer) const {  // layer in [0, num_hidden_layers)
+    return layer_types.at(static_cast<size_t>(layer)) == LayerType::kFullAttention;
   }
   int64_t num_full_attention_layers() const;
   // Dimensions rotated per attention head: head_dim * partial_rotary_factor (4B: 64).
@@ -119,7 +119,8 @@ struct Qwen35Config {
   // Ids that end generation: generation_config.json's eos list, then config.json's, without
   // duplicates (FORMATS.md §1: <|im_end|> and <|endoftext|> for Qwen3.5). May be empty.
   std::vector<int32_t> stop_token_ids() const;
-  // "linear_attention x3, full_attention, ..." style summary: e.g. "LLLF" repeated -> "LLLF x8".
+  // The layer pattern, L = linear_attention, F = full_attention, folded by its shortest period:
+  // "LLLF x8" for the 4B; unfolded ("FFL") when it does not repeat.
   std::string LayerPattern() const;
 };
 

@@ -16,8 +16,9 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using nlohmann::json;
 
-// Qwen3.5-4B's config.json in the layout of the released checkpoint (Qwen/Qwen3.5-4B on the Hub:
-// nested text_config, rope_parameters, top-level tie_word_embeddings; values from FORMATS.md §1).
+// Qwen3.5-4B's config.json, reconstructed from public copies of released Qwen3.5 configs: their field
+// set and nesting (text_config with rope_parameters, top-level and nested tie_word_embeddings,
+// vision_config) with the 4B's values from FORMATS.md §1. Not byte-identical to the Hub file.
 constexpr const char* kQwen35_4B = R"json({
   "architectures": ["Qwen3_5ForConditionalGeneration"],
   "image_token_id": 248056,
@@ -93,6 +94,7 @@ constexpr const char* kQwen35_4B = R"json({
   "vision_start_token_id": 248053
 })json";
 
+// generation_config.json in the released shape (eos list, sampling defaults); values illustrative.
 constexpr const char* kQwen35Generation = R"json({
   "bos_token_id": 248044,
   "do_sample": true,
