@@ -15,7 +15,8 @@
 
 namespace sparkserve::quant {
 
-using nlohmann::json;
+// ordered_json: config_groups keep their file order (it decides which group owns a shared target).
+using json = nlohmann::ordered_json;
 
 // Compiled `re:` patterns of every target and ignore entry.
 class TargetMatcher {
