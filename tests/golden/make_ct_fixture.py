@@ -187,10 +187,16 @@ def main():
     compressor.compress_model(model)
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     save_file(state, out / "model.safetensors", metadata={"format": "pt"})
+    # A complete (if tiny) Qwen3.5 text config so `sparkserve inspect` can read the fixture too; the
+    # module set is a sampler of formats, not a runnable model.
     config = {
         "architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text", "hidden_size": H,
         "intermediate_size": 96, "num_hidden_layers": 1, "layer_types": ["full_attention"], "vocab_size": 64,
-        "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "linear_num_key_heads": 1,
+        "linear_num_value_heads": 2, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+        "linear_conv_kernel_dim": 4, "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25,
+                            "mrope_section": [1, 1, 0]},
     }
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     compressor.update_config(str(out))
