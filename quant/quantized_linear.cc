@@ -1,6 +1,8 @@
 // QuantizedLinear validation and reference dequantisation (see quantized_linear.h).
 #include "quant/quantized_linear.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -39,6 +41,24 @@ float RoundTo(float v, DType dtype) {
   if (dtype == DType::kBF16) return core::Bf16ToF32(core::F32ToBf16(v));
   if (dtype == DType::kF16) return core::F16ToF32(core::F32ToF16(v));
   return v;
+}
+
+// Every code's value, built from the codecs so they agree by construction.
+const std::array<float, 16>& E2M1Table() {
+  static const std::array<float, 16> t = [] {
+    std::array<float, 16> v{};
+    for (int c = 0; c < 16; ++c) v[c] = E2M1ToF32(static_cast<uint8_t>(c));
+    return v;
+  }();
+  return t;
+}
+const std::array<float, 256>& E4M3Table() {
+  static const std::array<float, 256> t = [] {
+    std::array<float, 256> v{};
+    for (int c = 0; c < 256; ++c) v[c] = E4M3ToF32(static_cast<uint8_t>(c));
+    return v;
+  }();
+  return t;
 }
 
 bool IsDenseFloat(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
@@ -146,15 +166,18 @@ absl::StatusOr<core::Tensor> QuantizedLinear::DequantizeToF32() const {
       const float gs = Load<float>(weight_global_scale, 0);
       const int64_t groups = in / 16;
       const auto* packed = static_cast<const uint8_t*>(weight.raw_data());
+      const auto& e2m1 = E2M1Table();
+      const auto& e4m3 = E4M3Table();
+      const auto* scales = static_cast<const uint8_t*>(weight_scale.raw_data());
       for (int64_t r = 0; r < out; ++r) {
         for (int64_t g = 0; g < groups; ++g) {
           // The library: scale.to(bf16) (exact for fp8) / global_scale -> f32.
-          const float s = E4M3ToF32(Load<uint8_t>(weight_scale, r * groups + g)) / gs;
-          for (int64_t k = 0; k < 16; k += 2) {
-            const uint8_t byte = packed[(r * in + g * 16 + k) / 2];
-            float* o = dst + r * in + g * 16 + k;
-            o[0] = RoundTo(E2M1ToF32(byte & 0xf) * s, DType::kBF16);
-            o[1] = RoundTo(E2M1ToF32(byte >> 4) * s, DType::kBF16);
+          const float s = e4m3[scales[r * groups + g]] / gs;
+          const uint8_t* bytes = packed + (r * in + g * 16) / 2;
+          float* o = dst + r * in + g * 16;
+          for (int k = 0; k < 8; ++k) {
+            o[2 * k] = RoundTo(e2m1[bytes[k] & 0xf] * s, DType::kBF16);
+            o[2 * k + 1] = RoundTo(e2m1[bytes[k] >> 4] * s, DType::kBF16);
           }
         }
       }
@@ -166,15 +189,24 @@ absl::StatusOr<core::Tensor> QuantizedLinear::DequantizeToF32() const {
       std::vector<float> scales(static_cast<size_t>(weight_scale.numel()));
       for (size_t i = 0; i < scales.size(); ++i) scales[i] = LoadAsF32(weight_scale, static_cast<int64_t>(i));
       const auto* w = static_cast<const uint8_t*>(weight.raw_data());
-      for (int64_t r = 0; r < out; ++r) {
-        const float* row_scales = scales.data();
-        if (fp8_scale_layout == Fp8ScaleLayout::kPerChannel) row_scales += r;
-        if (fp8_scale_layout == Fp8ScaleLayout::kBlock) row_scales += (r / block_rows) * scale_cols;
-        for (int64_t c = 0; c < in; ++c) {
-          const float s = fp8_scale_layout == Fp8ScaleLayout::kBlock ? row_scales[c / block_cols] : row_scales[0];
-          dst[r * in + c] = RoundTo(E4M3ToF32(w[r * in + c]) * s, sdt);
+      const auto& e4m3 = E4M3Table();
+      auto run = [&]<DType kRound>() {
+        for (int64_t r = 0; r < out; ++r) {
+          const float* row_scales = scales.data();
+          if (fp8_scale_layout == Fp8ScaleLayout::kPerChannel) row_scales += r;
+          if (fp8_scale_layout == Fp8ScaleLayout::kBlock) row_scales += (r / block_rows) * scale_cols;
+          // Columns in runs sharing one scale (the whole row unless blocked).
+          const int64_t run_len = fp8_scale_layout == Fp8ScaleLayout::kBlock ? block_cols : in;
+          for (int64_t c0 = 0; c0 < in; c0 += run_len) {
+            const float s = row_scales[c0 / run_len];
+            const int64_t c1 = std::min(in, c0 + run_len);
+            for (int64_t c = c0; c < c1; ++c) dst[r * in + c] = RoundTo(e4m3[w[r * in + c]] * s, kRound);
+          }
         }
-      }
+      };
+      if (sdt == DType::kBF16) run.template operator()<DType::kBF16>();
+      else if (sdt == DType::kF16) run.template operator()<DType::kF16>();
+      else run.template operator()<DType::kF32>();
       break;
     }
     case WeightFormat::kDense: {
