@@ -14,10 +14,14 @@ void InitLogging(std::string_view level) {
     const char* env = std::getenv("SPARKSERVE_LOG_LEVEL");
     lvl = env ? env : "info";
   }
-  auto logger = spdlog::stderr_color_mt("sparkserve");
-  logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
+  // Idempotent: a second call (e.g. after the command line set --log-level) only changes the level.
+  auto logger = spdlog::get("sparkserve");
+  if (!logger) {
+    logger = spdlog::stderr_color_mt("sparkserve");
+    logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
+    spdlog::set_default_logger(logger);
+  }
   logger->set_level(spdlog::level::from_str(lvl));
-  spdlog::set_default_logger(logger);
 }
 
 }  // namespace sparkserve::core

@@ -6,6 +6,6 @@
 
 namespace sparkserve::core {
 // Installs a stderr logger as spdlog's default. `level`: trace|debug|info|warn|error|off.
-// Also honours SPARKSERVE_LOG_LEVEL when `level` is empty.
+// Also honours SPARKSERVE_LOG_LEVEL when `level` is empty. Safe to call again (updates the level).
 void InitLogging(std::string_view level = {});
 }  // namespace sparkserve::core

@@ -9,4 +9,7 @@ namespace sparkserve::head {
 // Prints "sparkserve VERSION (commit C)\ncuda: sm_90a ..." to stdout.
 void PrintVersion();
 
+// `sparkserve inspect MODEL_DIR [--json]` (head/cli/inspect_command.cc).
+void AddInspectCommand(CLI::App& app, int* exit_code);
+
 }  // namespace sparkserve::head

@@ -9,13 +9,17 @@ int main(int argc, char** argv) {
   CLI::App app{"sparkserve: tensor-parallel Qwen3.5 inference server"};
   app.require_subcommand(0, 1);
   bool version = false;
-  std::string log_level;
+  // Logs go to stderr from the start: subcommands run inside CLI11's parse.
+  sparkserve::core::InitLogging();
   app.add_flag("--version", version, "print version, git commit and compiled CUDA architectures");
-  app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off (default info, or $SPARKSERVE_LOG_LEVEL)");
+  app.add_option_function<std::string>(
+         "--log-level", [](const std::string& level) { sparkserve::core::InitLogging(level); },
+         "trace|debug|info|warn|error|off (default info, or $SPARKSERVE_LOG_LEVEL); give it before the subcommand")
+      ->trigger_on_parse();
   int exit_code = 0;
   // Subcommands register here.
+  sparkserve::head::AddInspectCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
-  sparkserve::core::InitLogging(log_level);
   if (version) {
     sparkserve::head::PrintVersion();
     return 0;
