@@ -63,7 +63,11 @@ class Sampler {
                                                   const scheduler::SamplingParams& params);
 
  private:
+  // Truncate into kept_ (no copy).
+  absl::Status BuildDistribution(std::span<const float> logits, const scheduler::SamplingParams& params);
+
   int32_t vocab_size_;
+  std::vector<TokenProb> kept_;       // the distribution being drawn from (capacity: vocab)
   std::vector<float> processed_;      // [vocab] working copy of the row
   std::vector<uint32_t> seen_epoch_;  // [vocab] repetition penalty: token seen in this call
   uint32_t epoch_ = 0;

@@ -103,6 +103,79 @@ TEST(Sampler, TopPOverALargeFlatVocabularySortsAsFarAsNeeded) {
   EXPECT_EQ(dist.back().id, 2499);
 }
 
+// Brute force: softmax(l / T), full sort, then min_p, top_k and top_p as documented.
+std::vector<TokenProb> ReferenceTruncate(const std::vector<float>& logits, const SamplingParams& p) {
+  double max = -1e300;
+  for (float l : logits) max = std::max(max, static_cast<double>(l));
+  std::vector<TokenProb> all;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    all.push_back({static_cast<int32_t>(i), std::exp((logits[i] - max) / p.temperature)});
+  }
+  std::sort(all.begin(), all.end(), [](const TokenProb& a, const TokenProb& b) {
+    return a.prob > b.prob || (a.prob == b.prob && a.id < b.id);
+  });
+  std::vector<TokenProb> kept;
+  for (const auto& t : all) {
+    if (t.prob >= p.min_p) kept.push_back(t);
+  }
+  if (p.top_k > 0 && kept.size() > static_cast<size_t>(p.top_k)) kept.resize(static_cast<size_t>(p.top_k));
+  double total = 0;
+  for (const auto& t : kept) total += t.prob;
+  if (p.top_p < 1.0f) {
+    size_t keep = 0;
+    double before = 0;
+    while (keep < kept.size() && (keep == 0 || before < p.top_p * total)) before += kept[keep++].prob;
+    kept.resize(keep);
+  }
+  total = 0;
+  for (const auto& t : kept) total += t.prob;
+  for (auto& t : kept) t.prob /= total;
+  return kept;
+}
+
+// Probabilities below 1e-25 are under float range before normalisation: they never get drawn.
+std::vector<TokenProb> Drawable(std::vector<TokenProb> dist) {
+  dist.erase(std::remove_if(dist.begin(), dist.end(), [](const TokenProb& t) { return t.prob <= 1e-25; }),
+             dist.end());
+  return dist;
+}
+
+TEST(Sampler, TruncationMatchesABruteForceReference) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int32_t vocab = 1 + static_cast<int32_t>(rng() % 3000);
+    std::normal_distribution<float> normal(0.0f, 0.5f + static_cast<float>(rng() % 8));
+    std::vector<float> row(static_cast<size_t>(vocab));
+    for (float& v : row) v = normal(rng);
+    SamplingParams p = Temp(0.2f + static_cast<float>(rng() % 20) * 0.1f);
+    p.top_p = (rng() % 3 == 0) ? 1.0f : 0.05f + static_cast<float>(rng() % 95) * 0.01f;
+    p.top_k = (rng() % 2 == 0) ? 0 : 1 + static_cast<int32_t>(rng() % 100);
+    p.min_p = (rng() % 3 == 0) ? 0.03f * static_cast<float>(rng() % 10) : 0.0f;
+    Sampler s(vocab);
+    auto got = s.Truncate(row, p);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const std::vector<TokenProb> want = Drawable(ReferenceTruncate(row, p));
+    // Cuts may differ only for a token whose boundary mass is within rounding of the limit.
+    std::map<int32_t, double> got_probs;
+    *got = Drawable(std::move(*got));
+    for (const auto& t : *got) got_probs[t.id] = t.prob;
+    ASSERT_LE(std::abs(static_cast<int>(got->size()) - static_cast<int>(want.size())), 1)
+        << "trial " << trial << " vocab " << vocab << " T " << p.temperature << " top_p " << p.top_p << " top_k "
+        << p.top_k << " min_p " << p.min_p << " got " << got->size() << " want " << want.size();
+    size_t matched = 0;
+    for (const auto& t : want) {
+      if (got_probs.count(t.id)) {
+        ++matched;
+        if (got->size() == want.size()) {
+          EXPECT_NEAR(got_probs[t.id], t.prob, 1e-5) << "trial " << trial;
+        }
+      }
+    }
+    EXPECT_GE(matched + 1, want.size()) << "trial " << trial;
+    EXPECT_GE(matched + 1, got->size()) << "trial " << trial;
+  }
+}
+
 TEST(Sampler, TopKKeepsTheKBestWithTemperatureApplied) {
   Sampler s(6);
   const std::vector<float> row = {0.0f, 5.0f, 1.0f, 4.0f, 3.0f, 2.0f};
