@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "core/thread_pool.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
 
@@ -81,7 +82,6 @@ Engine::Engine(std::unique_ptr<model::ModelRunner> model, EngineConfig config,
       config_(std::move(config)),
       capacity_(model_->capacity()),
       scheduler_(std::move(sched)),
-      sampler_(capacity_.vocab_size),
       unseeded_rng_(std::random_device{}()) {
   local_.time_to_first_token_s = Histogram::WithBounds(TtftBounds());
   local_.time_per_output_token_s = Histogram::WithBounds(TpotBounds());
@@ -368,27 +368,41 @@ void Engine::Postprocess(const scheduler::ScheduledBatch& batch, const model::St
   };
   std::vector<Ended> finished;
   std::vector<RequestId> failed;
+
+  // Sample every sequence whose step reached its last token.
+  std::vector<Draw> draws;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const scheduler::ScheduledSeq& s = batch.seqs[i];
     if (!s.samples) continue;
-    Sequence* seq = s.seq;
-    SeqState& st = seq_states_.at(seq->id);
-    RequestState& req = *st.request;
-    if (!req.error.empty()) continue;
+    Draw d;
+    d.seq = s.seq;
+    d.state = &seq_states_.at(s.seq->id);
+    const RequestState& req = *d.state->request;
     const int64_t row = output.logit_row_begin[i + 1] - 1;
-    const std::span<const float> logits(output.logits.data<float>() + row * vocab, static_cast<size_t>(vocab));
-    SamplingContext ctx;
-    ctx.params = &req.request.sampling;
-    ctx.prompt = seq->prompt();
-    ctx.output = seq->output();
-    if (seq->num_generated() < req.request.min_tokens) ctx.banned = req.stop_ids;
-    ctx.rng_seed = st.rng_seed;
-    absl::StatusOr<SampledToken> token = sampler_.Sample(logits, ctx);
-    if (!token.ok()) {
-      req.error = fmt::format("sampling failed: {}", std::string(token.status().message()));
+    d.logits = std::span<const float>(output.logits.data<float>() + row * vocab, static_cast<size_t>(vocab));
+    d.ctx.params = &req.request.sampling;
+    d.ctx.prompt = s.seq->prompt();
+    d.ctx.output = s.seq->output();
+    if (s.seq->num_generated() < req.request.min_tokens) d.ctx.banned = req.stop_ids;
+    d.ctx.rng_seed = d.state->rng_seed;
+    draws.push_back(std::move(d));
+  }
+  SampleAll(draws);
+  for (const Draw& d : draws) {
+    RequestState& req = *d.state->request;
+    if (!d.token.ok() && req.error.empty()) {
+      req.error = fmt::format("sampling failed: {}", std::string(d.token.status().message()));
       failed.push_back(req.id);
-      continue;
     }
+  }
+
+  // Append, check stops, queue events.
+  for (Draw& d : draws) {
+    Sequence* seq = d.seq;
+    SeqState& st = *d.state;
+    RequestState& req = *st.request;
+    if (!req.error.empty()) continue;  // ends with kError below
+    absl::StatusOr<SampledToken>& token = d.token;
     scheduler_->AppendToken(seq, token->id);
 
     local_.generation_tokens_total++;
@@ -422,6 +436,33 @@ void Engine::Postprocess(const scheduler::ScheduledBatch& batch, const model::St
     if (it != requests_.end() && it->second->num_unfinished > 0) {
       EndRequest(*it->second, FinishReason::kError, it->second->error);
     }
+  }
+}
+
+void Engine::SampleAll(std::vector<Draw>& draws) {
+  const auto run = [&](int64_t begin, int64_t end) {
+    std::unique_ptr<Sampler> sampler;
+    {
+      std::lock_guard lock(samplers_mu_);
+      if (!idle_samplers_.empty()) {
+        sampler = std::move(idle_samplers_.back());
+        idle_samplers_.pop_back();
+      }
+    }
+    if (!sampler) sampler = std::make_unique<Sampler>(capacity_.vocab_size);
+    for (int64_t i = begin; i < end; ++i) {
+      Draw& d = draws[static_cast<size_t>(i)];
+      d.token = sampler->Sample(d.logits, d.ctx);
+    }
+    std::lock_guard lock(samplers_mu_);
+    idle_samplers_.push_back(std::move(sampler));
+  };
+  const auto n = static_cast<int64_t>(draws.size());
+  if (n < kParallelSamplingFrom) {
+    run(0, n);
+  } else {
+    // At most kMaxSamplingChunks chunks: each holds a Sampler's vocabulary-sized scratch.
+    core::ThreadPool::Global().ParallelFor(n, (n + kMaxSamplingChunks - 1) / kMaxSamplingChunks, run);
   }
 }
 

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -34,6 +35,8 @@ struct EngineConfig {
 };
 
 inline constexpr int32_t kMaxSamplesPerRequest = 128;  // n (OpenAI's limit)
+inline constexpr int64_t kParallelSamplingFrom = 4;    // sequences per step before sampling fans out
+inline constexpr int64_t kMaxSamplingChunks = 8;
 
 class Engine : public EngineApi {
  public:
@@ -69,6 +72,13 @@ class Engine : public EngineApi {
     TokenSink sink;
     Clock::time_point arrival;
   };
+  struct Draw {  // one sequence to sample this step
+    scheduler::Sequence* seq = nullptr;
+    SeqState* state = nullptr;
+    std::span<const float> logits;
+    SamplingContext ctx;
+    absl::StatusOr<SampledToken> token;
+  };
   struct Pending {  // an event for a sink, emitted after the step's bookkeeping
     std::shared_ptr<TokenSink> sink;
     scheduler::TokenEvent event;
@@ -88,6 +98,9 @@ class Engine : public EngineApi {
   // Frees a sample's sequence (slot, pages); the request is forgotten at the next PublishStats
   // once all its samples have ended.
   void ReleaseSample(RequestState& request, int32_t index, scheduler::FinishReason reason);
+  // Samples every draw; in parallel on the core thread pool when there are several (each draw
+  // depends only on its own row and stream, so the result is the same either way).
+  void SampleAll(std::vector<Draw>& draws);
   void FailBatch(const scheduler::ScheduledBatch& batch, const std::string& error);
   void EndAll(scheduler::FinishReason reason, const std::string& error);
   void PublishStats(int64_t step_tokens);
@@ -99,7 +112,8 @@ class Engine : public EngineApi {
 
   // Engine thread only.
   std::unique_ptr<scheduler::Scheduler> scheduler_;
-  Sampler sampler_;
+  std::mutex samplers_mu_;
+  std::vector<std::unique_ptr<Sampler>> idle_samplers_;  // scratch per concurrent sampling chunk
   std::mt19937_64 unseeded_rng_;
   std::unordered_map<scheduler::RequestId, std::unique_ptr<RequestState>> requests_;
   std::unordered_map<scheduler::SeqId, SeqState> seq_states_;

@@ -461,6 +461,30 @@ TEST(Engine, AForwardErrorFailsTheInFlightRequestsAndTheEngineKeepsServing) {
   h.ExpectIdleAndClean();
 }
 
+TEST(Engine, NonFiniteLogitsFailTheRequestsThatSampleThemWithAClearError) {
+  Harness h(Capacity(8, 64));
+  std::vector<std::unique_ptr<Collector>> out;
+  out.push_back(std::make_unique<Collector>());
+  out.front()->on_event = [&](const TokenEvent& e) {
+    if (e.finish == FinishReason::kNone && e.ids.size() == 1) h.model->PoisonNextLogits();
+  };
+  for (int i = 0; i < 6; ++i) {
+    if (i > 0) out.push_back(std::make_unique<Collector>());
+    h.Submit(Greedy(Prompt(3, 90 + i), 40), *out.back());
+  }
+  h.engine->Start();
+  for (auto& c : out) {
+    ASSERT_TRUE(c->Wait());
+    EXPECT_EQ(c->finish(), FinishReason::kError);
+    EXPECT_NE(c->error().find("sampling failed: the model produced NaN logits"), std::string::npos) << c->error();
+  }
+  Collector later;
+  h.Submit(Greedy(Prompt(5, 99), 3), later);
+  ASSERT_TRUE(later.Wait());
+  EXPECT_EQ(later.finish(), FinishReason::kLength);
+  h.ExpectIdleAndClean();
+}
+
 TEST(Engine, SubmitRejectsRequestsThatCanNeverRunWithClearErrors) {
   Harness h(Capacity(2, 8, 16, /*max_seq_len=*/100));  // 128 KV positions
   Collector c;

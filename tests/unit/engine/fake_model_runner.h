@@ -6,6 +6,7 @@
 // kv_pages must be exactly the pages covering [0, start_pos + n), hold that sequence's own tokens
 // and appear in no other sequence of the step.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <mutex>
 #include <set>
@@ -76,6 +77,10 @@ class FakeModelRunner : public model::ModelRunner {
       contract_errors_.push_back(std::string(s.message()));
       return s;
     }
+    if (poison_next_) {
+      poison_next_ = false;
+      for (float& v : output_.logits.span<float>()) v = std::nanf("");
+    }
     return output_;
   }
 
@@ -88,6 +93,11 @@ class FakeModelRunner : public model::ModelRunner {
   void FailNextForward() {
     std::lock_guard lock(mu_);
     fail_next_ = true;
+  }
+  // The next forward's logits rows are all NaN (a numerically broken model).
+  void PoisonNextLogits() {
+    std::lock_guard lock(mu_);
+    poison_next_ = true;
   }
   int64_t num_forwards() const {
     std::lock_guard lock(mu_);
@@ -180,6 +190,7 @@ class FakeModelRunner : public model::ModelRunner {
   std::vector<std::string> contract_errors_;
   model::StepOutput output_;
   bool fail_next_ = false;
+  bool poison_next_ = false;
 };
 
 }  // namespace sparkserve::testing
