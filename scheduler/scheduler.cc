@@ -100,6 +100,7 @@ int32_t Scheduler::ChunkFor(const Sequence& seq, int32_t budget) const {
 }
 
 ScheduledBatch Scheduler::Schedule() {
+  const int64_t preemptions_before = num_preemptions_;
   std::vector<ScheduledSeq> picked;
   int32_t budget = config_.max_num_batched_tokens;
 
@@ -121,11 +122,14 @@ ScheduledBatch Scheduler::Schedule() {
   }
 
   // Admission: waiting and preempted sequences in arrival order; never skip the head (no
-  // starvation), never preempt for a newcomer.
-  while (budget > 0 && !waiting_.empty() && num_running() < config_.max_batch) {
+  // starvation), never preempt for a newcomer. Not in a step that had to preempt (vLLM does the
+  // same), and only when the whole pending prefill fits the free pages: a sequence that would be
+  // preempted again halfway through its prompt only wastes steps.
+  const bool preempted_this_step = num_preemptions_ != preemptions_before;
+  while (!preempted_this_step && budget > 0 && !waiting_.empty() && num_running() < config_.max_batch) {
     Sequence* seq = waiting_.front();
     const int32_t n = ChunkFor(*seq, budget);
-    if (pages_.Missing(seq->kv_pages, n) > pages_.num_free() || slots_.num_free() == 0) break;
+    if (pages_.PagesFor(seq->num_tokens()) > pages_.num_free() || slots_.num_free() == 0) break;
     waiting_.pop_front();
     seq->slot = *slots_.Acquire();
     seq->status = SeqStatus::kRunning;

@@ -218,6 +218,37 @@ TEST(Scheduler, PreemptsTheYoungestAndResumesWithItsGeneratedTokens) {
   EXPECT_EQ(young->num_generated(), 3);
 }
 
+TEST(Scheduler, APrefillThatPreemptsItselfIsNotReadmittedInTheSameStep) {
+  // 3 pages of 4 tokens. A (old) decodes; B (young) prefills 8 tokens in chunks of 4.
+  auto s = Make({.max_num_batched_tokens = 64, .prefill_chunk = 4}, Capacity(2, 3, 4));
+  Sequence* a = s->Add(1, 0, Prompt(4), 6);
+  Sequence* b = s->Add(2, 0, Prompt(8, 1), 2);
+  ScheduledBatch first = s->Schedule();
+  ASSERT_EQ(first.seqs.size(), 2u);
+  s->CommitStep(first);
+  s->AppendToken(a, 9);
+  EXPECT_EQ(s->num_free_pages(), 1);
+  // A's decode at position 4 takes the last page; B cannot grow and preempts itself. Its freed page
+  // would let it restart from 0 at once, only to be preempted again: it must wait instead.
+  ScheduledBatch next = s->Schedule();
+  ASSERT_EQ(next.seqs.size(), 1u);
+  EXPECT_EQ(next.seqs[0].seq, a);
+  EXPECT_EQ(b->status, SeqStatus::kPreempted);
+  EXPECT_EQ(s->num_free_pages(), 1);
+  s->CommitStep(next);
+  s->AppendToken(a, 9);
+  // Still no room for B's whole prompt (2 pages) while A holds 2 of 3: it keeps waiting.
+  ScheduledBatch third = s->Schedule();
+  ASSERT_EQ(third.seqs.size(), 1u);
+  EXPECT_EQ(b->status, SeqStatus::kPreempted);
+  s->CommitStep(third);
+  s->Free(a->id);
+  ScheduledBatch resumed = s->Schedule();
+  ASSERT_EQ(resumed.seqs.size(), 1u);
+  EXPECT_EQ(resumed.seqs[0].seq, b);
+  EXPECT_EQ(resumed.plan.seqs[0].start_pos, 0);
+}
+
 TEST(Scheduler, FreeReturnsSlotAndPagesAtOnce) {
   auto s = Make({}, Capacity(2, 8, 4));
   Sequence* a = s->Add(1, 0, Prompt(10), 4);
