@@ -48,7 +48,8 @@ Value BinaryOp(const std::string& op, const Value& a, const Value& b) {
   if (op == "+") {
     if (ints) {
       int64_t r = 0;
-      return Value(CheckedInt(__builtin_add_overflow(a.as_int(), b.as_int(), &r), r));
+      const bool overflow = __builtin_add_overflow(a.as_int(), b.as_int(), &r);
+      return Value(CheckedInt(overflow, r));
     }
     if (nums) return Value(a.as_double() + b.as_double());
     if (a.is_string() && b.is_string()) return Value(a.str() + b.str());
@@ -65,7 +66,8 @@ Value BinaryOp(const std::string& op, const Value& a, const Value& b) {
   if (op == "-") {
     if (ints) {
       int64_t r = 0;
-      return Value(CheckedInt(__builtin_sub_overflow(a.as_int(), b.as_int(), &r), r));
+      const bool overflow = __builtin_sub_overflow(a.as_int(), b.as_int(), &r);
+      return Value(CheckedInt(overflow, r));
     }
     if (nums) return Value(a.as_double() - b.as_double());
     Unsupported(op, a, b);
@@ -73,7 +75,8 @@ Value BinaryOp(const std::string& op, const Value& a, const Value& b) {
   if (op == "*") {
     if (ints) {
       int64_t r = 0;
-      return Value(CheckedInt(__builtin_mul_overflow(a.as_int(), b.as_int(), &r), r));
+      const bool overflow = __builtin_mul_overflow(a.as_int(), b.as_int(), &r);
+      return Value(CheckedInt(overflow, r));
     }
     if (nums) return Value(a.as_double() * b.as_double());
     if ((a.is_string() || a.is_sequence()) && b.is_integral()) return Repeat(a, b.as_int());

@@ -98,6 +98,40 @@ bool IsPyCased(char32_t c) {
 
 namespace {
 
+// Python's full case mappings (SpecialCasing.txt) where they differ from the simple ones.
+const char* SpecialUpper(char32_t c) {
+  switch (c) {
+    case 0xDF: return "SS";
+    case 0x149: return "\u02BCN";
+    case 0x1F0: return "J\u030C";
+    case 0x587: return "\u0535\u0552";
+    case 0xFB00: return "FF";
+    case 0xFB01: return "FI";
+    case 0xFB02: return "FL";
+    case 0xFB03: return "FFI";
+    case 0xFB04: return "FFL";
+    case 0xFB05: case 0xFB06: return "ST";
+    default: return nullptr;
+  }
+}
+
+const char* SpecialTitle(char32_t c) {
+  switch (c) {
+    case 0xDF: return "Ss";
+    case 0x149: return "\u02BCN";
+    case 0x587: return "\u0535\u0582";
+    case 0xFB00: return "Ff";
+    case 0xFB01: return "Fi";
+    case 0xFB02: return "Fl";
+    case 0xFB03: return "Ffi";
+    case 0xFB04: return "Ffl";
+    case 0xFB05: case 0xFB06: return "St";
+    default: return nullptr;
+  }
+}
+
+const char* SpecialLower(char32_t c) { return c == 0x130 ? "i\u0307" : nullptr; }
+
 char32_t Upper(char32_t c) { return static_cast<char32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(c))); }
 char32_t Lower(char32_t c) { return static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))); }
 char32_t Titlecase(char32_t c) { return static_cast<char32_t>(utf8proc_totitle(static_cast<utf8proc_int32_t>(c))); }
@@ -136,9 +170,7 @@ std::vector<std::string> PySplit(std::string_view s, const std::optional<std::st
     while (i < u.size() && IsPySpace(u[i])) ++i;
     if (i >= u.size()) break;
     if (maxsplit >= 0 && static_cast<int64_t>(out.size()) >= maxsplit) {
-      size_t e = u.size();
-      while (e > i && IsPySpace(u[e - 1])) --e;
-      out.push_back(EncodeUtf8(std::u32string_view(u).substr(i, e - i)));
+      out.push_back(EncodeUtf8(std::u32string_view(u).substr(i)));  // Python keeps trailing space
       break;
     }
     size_t j = i;
@@ -170,9 +202,7 @@ std::vector<std::string> PyRSplit(std::string_view s, const std::optional<std::s
       while (j > 0 && IsPySpace(u[j - 1])) --j;
       if (j == 0) break;
       if (static_cast<int64_t>(out.size()) >= maxsplit) {
-        size_t b = 0;
-        while (b < j && IsPySpace(u[b])) ++b;
-        out.push_back(EncodeUtf8(std::u32string_view(u).substr(b, j - b)));
+        out.push_back(EncodeUtf8(std::u32string_view(u).substr(0, j)));  // Python keeps leading space
         break;
       }
       size_t i = j;
@@ -245,22 +275,40 @@ int64_t PyCount(std::string_view s, std::string_view sub) {
   return n;
 }
 
+void AppendUpper(std::string& out, char32_t c) {
+  if (const char* special = SpecialUpper(c)) out += special;
+  else AppendUtf8(out, Upper(c));
+}
+
+void AppendLower(std::string& out, char32_t c) {
+  if (const char* special = SpecialLower(c)) out += special;
+  else AppendUtf8(out, Lower(c));
+}
+
+void AppendTitle(std::string& out, char32_t c) {
+  if (const char* special = SpecialTitle(c)) out += special;
+  else AppendUtf8(out, Titlecase(c));
+}
+
 std::string PyUpper(std::string_view s) {
   std::string out;
-  for (char32_t c : DecodeUtf8(s)) AppendUtf8(out, Upper(c));
+  for (char32_t c : DecodeUtf8(s)) AppendUpper(out, c);
   return out;
 }
 
 std::string PyLower(std::string_view s) {
   std::string out;
-  for (char32_t c : DecodeUtf8(s)) AppendUtf8(out, Lower(c));
+  for (char32_t c : DecodeUtf8(s)) AppendLower(out, c);
   return out;
 }
 
 std::string PyCapitalize(std::string_view s) {
   std::u32string u = DecodeUtf8(s);
   std::string out;
-  for (size_t i = 0; i < u.size(); ++i) AppendUtf8(out, i == 0 ? Titlecase(u[i]) : Lower(u[i]));
+  for (size_t i = 0; i < u.size(); ++i) {
+    if (i == 0) AppendTitle(out, u[i]);
+    else AppendLower(out, u[i]);
+  }
   return out;
 }
 
@@ -268,7 +316,8 @@ std::string PyTitle(std::string_view s) {
   std::string out;
   bool prev_cased = false;
   for (char32_t c : DecodeUtf8(s)) {
-    AppendUtf8(out, prev_cased ? Lower(c) : Titlecase(c));
+    if (prev_cased) AppendLower(out, c);
+    else AppendTitle(out, c);
     prev_cased = IsPyCased(c);
   }
   return out;
@@ -277,8 +326,8 @@ std::string PyTitle(std::string_view s) {
 std::string PySwapcase(std::string_view s) {
   std::string out;
   for (char32_t c : DecodeUtf8(s)) {
-    char32_t up = Upper(c);
-    AppendUtf8(out, up != c ? up : Lower(c));
+    if (Upper(c) != c || SpecialUpper(c)) AppendUpper(out, c);
+    else AppendLower(out, c);
   }
   return out;
 }

@@ -22,34 +22,11 @@ absl::Status ToStatus(const std::string& template_name, const TemplateError& e) 
   return status;
 }
 
-// jinja2 rejects unknown filters and tests when it compiles the template.
-void CheckNames(const Expr& e) {
-  if (e.kind == ExprKind::kFilter && FindFilter(e.name) == nullptr) {
-    throw TemplateError(ErrorKind::kSyntax, fmt::format("No filter named '{}'.", e.name), e.pos);
-  }
-  if (e.kind == ExprKind::kTest && FindTest(e.name) == nullptr) {
-    throw TemplateError(ErrorKind::kSyntax, fmt::format("No test named '{}'.", e.name), e.pos);
-  }
-  for (const ExprPtr& c : e.children) if (c) CheckNames(*c);
-  for (const auto& kw : e.kwargs) CheckNames(*kw.second);
-}
-
-void CheckNames(const Body& body) {
-  for (const StmtPtr& s : body) {
-    for (const ExprPtr* e : {&s->expr, &s->condition}) if (*e) CheckNames(**e);
-    for (const ExprPtr& e : s->defaults) if (e) CheckNames(*e);
-    for (const ExprPtr& e : s->conditions) CheckNames(*e);
-    for (const auto& a : s->assignments) CheckNames(*a.second);
-    for (const Body& b : s->bodies) CheckNames(b);
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const Template>> Template::Parse(std::string_view source, std::string name) {
   try {
     Body body = jinja::Parse(Tokenize(source));
-    CheckNames(body);
     return std::shared_ptr<const Template>(new Template(std::move(name), std::move(body)));
   } catch (const TemplateError& e) {
     return ToStatus(name, e);

@@ -18,8 +18,8 @@ namespace sparkserve::chat::jinja {
 
 class Template {
  public:
-  // Parses `source`. Errors (InvalidArgument) read "NAME:LINE:COLUMN: message"; unknown filters
-  // and tests are errors here, as in jinja2's compiler.
+  // Parses `source`. Errors (InvalidArgument) read "NAME:LINE:COLUMN: message". Unknown filters
+  // and tests are errors only when evaluated, as in jinja2 3.x.
   static absl::StatusOr<std::shared_ptr<const Template>> Parse(std::string_view source, std::string name);
 
   // Renders with each key of `variables` (a JSON object) as a template variable. Every render
