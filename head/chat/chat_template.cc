@@ -197,7 +197,13 @@ absl::StatusOr<std::string> ChatTemplate::Render(const ordered_json& messages, c
           "template (the template may drop parts of the final message)");
     }
     const std::string cut = stripped == final_message ? tag : jinja::PyStrip(tag, std::nullopt, false, true);
-    rendered.resize(rendered.rfind(cut));
+    const size_t at = rendered.rfind(cut);
+    if (at == std::string::npos) {
+      // transformers fails here too (str.rindex): the template altered the text around the tag.
+      return absl::InvalidArgumentError(
+          "continue_final_message is set but the chat template changed the end of the final message");
+    }
+    rendered.resize(at);
   }
   return rendered;
 }

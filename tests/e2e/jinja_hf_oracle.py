@@ -7,6 +7,7 @@ Used by test_chat_template.py and test_jinja_engine.py; not a test file itself.
 import json
 import os
 from datetime import datetime
+from functools import lru_cache
 
 import jinja2
 import jinja2.ext
@@ -54,6 +55,7 @@ def make_environment():
 _ENV = make_environment()
 
 
+@lru_cache(maxsize=None)
 def compile_template(source):
     return _ENV.from_string(source)
 
