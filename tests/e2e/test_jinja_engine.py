@@ -174,6 +174,9 @@ CASES = [
     ("err_macro_too_many", "{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}", {}),
     ("err_macro_bad_kw", "{% macro m(a) %}{% endmacro %}{{ m(b=1) }}", {}),
     ("macro_namespace_counter", "{% set c = namespace(n=0) %}{% macro bump() %}{% set c.n = c.n + 1 %}{{ c.n }}{% endmacro %}{{ bump() }}{{ bump() }}{{ c.n }}", {}),
+    ("macro_call_block", "{% macro wrap(tag) %}<{{ tag }}>{{ caller() }}</{{ tag }}>{% endmacro %}{% call wrap('b') %}bold {{ 1 + 1 }}{% endcall %}", {}),
+    ("macro_call_block_args", "{% macro each(xs) %}{% for x in xs %}{{ caller(x, loop.index) }}{% endfor %}{% endmacro %}{% call(item, i=0) each(['a', 'b']) %}[{{ i }}:{{ item }}]{% endcall %}", {}),
+    ("err_macro_unexpected_caller", "{% macro m() %}x{% endmacro %}{% call m() %}body{% endcall %}", {}),
     # --- globals ---
     ("globals", "{{ range(5)|list }} {{ range(1, 5)|list }} {{ range(5, 0, -2)|list }} {{ dict(a=1, b=[2]) }} {{ dict(a=1)|tojson }}", {}),
     ("joiner_cycler", "{% set j = joiner(' | ') %}{% for x in xs %}{{ j() }}{{ x }}{% endfor %} {% set c = cycler('a', 'b') %}{{ c.next() }}{{ c.next() }}{{ c.next() }}", XS),

@@ -60,6 +60,7 @@ enum class StmtKind {
   kContinue,
   kWith,       // assignments, body
   kScope,      // a plain body (generation, block)
+  kCallBlock,  // {% call(targets=defaults) expr(...) %} body: expr gets `caller` rendering body
 };
 
 struct Stmt {
@@ -78,6 +79,7 @@ struct Stmt {
   std::vector<std::pair<std::string, ExprPtr>> assignments;  // kWith
   bool uses_varargs = false;         // kMacro body reads `varargs`
   bool uses_kwargs = false;          // kMacro body reads `kwargs`
+  bool uses_caller = false;          // kMacro body reads `caller`
 };
 
 }  // namespace sparkserve::chat::jinja

@@ -99,6 +99,15 @@ Evaluator::Flow Evaluator::Exec(const Stmt& s, const ScopePtr& scope, std::strin
       }
       case StmtKind::kScope:
         return ExecBody(s.bodies[0], std::make_shared<Scope>(scope), out);
+      case StmtKind::kCallBlock: {
+        Value caller = MakeMacro(s, scope);
+        const Expr& call = *s.expr;
+        Value callee = Eval(*call.children[0], scope);
+        CallArgs args = EvalArgs(call, 1, scope);
+        args.keyword.emplace_back("caller", std::move(caller));
+        out += Call(callee, args).Str();
+        return Flow::kNormal;
+      }
     }
   } catch (TemplateError& e) {
     e.set_pos_if_missing(s.pos);
@@ -216,7 +225,10 @@ Value Evaluator::MakeMacro(const Stmt& s, const ScopePtr& scope) {
     for (const auto& [name, value] : args.keyword) {
       size_t i = 0;
       while (i < np && macro->targets[i] != name) ++i;
-      if (i < np) {
+      if (name == "caller" && i == np) {
+        if (!macro->uses_caller) ThrowRuntime(fmt::format("macro '{}' takes no keyword argument 'caller'", macro->name));
+        inner->Set(name, value);
+      } else if (i < np) {
         if (given[i]) ThrowRuntime(fmt::format("macro '{}' got multiple values for argument '{}'", macro->name, name));
         inner->Set(name, value);
         given[i] = true;

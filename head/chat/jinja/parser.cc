@@ -145,6 +145,9 @@ class Parser {
       s->kind = StmtKind::kFilterBlock;
       s->expr = ParseFilter(MakeExpr(ExprKind::kBlockInput, t.pos), true);
       s->bodies.push_back(ParseStatements({"endfilter"}, "filter", true));
+    } else if (tag == "call") {
+      Next();
+      ParseCallBlock(*s);
     } else if (tag == "with") {
       Next();
       s->kind = StmtKind::kWith;
@@ -256,9 +259,37 @@ class Parser {
     s.bodies.push_back(ParseStatements({"endset"}, "set", true));
   }
 
+  void ParseCallBlock(Stmt& s) {
+    s.kind = StmtKind::kCallBlock;
+    s.name = "caller";
+    if (IsOp(Cur(), "(")) {
+      ParseSignature(s);
+    }
+    s.expr = ParseExpression(true);
+    if (s.expr->kind != ExprKind::kCall) Fail("expected call", Cur());
+    macros_.push_back(&s);
+    int saved = loop_depth_;
+    loop_depth_ = 0;
+    s.bodies.push_back(ParseStatements({"endcall"}, "call", true));
+    loop_depth_ = saved;
+    macros_.pop_back();
+  }
+
   void ParseMacro(Stmt& s) {
     s.kind = StmtKind::kMacro;
     s.name = ExpectName().text;
+    ParseSignature(s);
+    macros_.push_back(&s);
+    int saved = loop_depth_;
+    loop_depth_ = 0;
+    s.bodies.push_back(ParseStatements({"endmacro"}, "macro", true));
+    loop_depth_ = saved;
+    macros_.pop_back();
+    if (Cur().type == TokenType::kName && Cur().text == s.name) Next();
+  }
+
+  // `(a, b=default, ...)` of a macro or call block.
+  void ParseSignature(Stmt& s) {
     ExpectOp("(");
     while (!IsOp(Cur(), ")")) {
       if (!s.targets.empty()) ExpectOp(",");
@@ -272,13 +303,6 @@ class Parser {
       }
     }
     ExpectOp(")");
-    macros_.push_back(&s);
-    int saved = loop_depth_;
-    loop_depth_ = 0;
-    s.bodies.push_back(ParseStatements({"endmacro"}, "macro", true));
-    loop_depth_ = saved;
-    macros_.pop_back();
-    if (Cur().type == TokenType::kName && Cur().text == s.name) Next();
   }
 
   // ---- expressions ----
@@ -466,6 +490,7 @@ class Parser {
           e->name = t.text;
           if (!macros_.empty() && t.text == "varargs") macros_.back()->uses_varargs = true;
           if (!macros_.empty() && t.text == "kwargs") macros_.back()->uses_kwargs = true;
+          if (!macros_.empty() && t.text == "caller") macros_.back()->uses_caller = true;
         }
         return e;
       }
