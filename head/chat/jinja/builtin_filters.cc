@@ -9,6 +9,7 @@
 #include "head/chat/jinja/evaluator.h"
 #include "head/chat/jinja/json_value.h"
 #include "head/chat/jinja/operators.h"
+#include "head/chat/jinja/python_format.h"
 #include "head/chat/jinja/string_ops.h"
 
 namespace sparkserve::chat::jinja {

@@ -1,5 +1,5 @@
 // Python operator semantics on template values: arithmetic (int vs float like Python), `~`,
-// comparisons, `in`, iteration, len(), indexing and slicing.
+// comparisons, `in`, iteration, len(), indexing and slicing (`%` on strings: python_format.h).
 #pragma once
 #include <optional>
 #include <string>
@@ -25,9 +25,5 @@ int64_t Length(const Value& v);
 std::optional<Value> IndexSequence(const Value& obj, int64_t index);
 // obj[start:stop:step] (each optional) on a list/tuple/string.
 Value SliceValue(const Value& obj, const Value& start, const Value& stop, const Value& step);
-// Python `%` string formatting (printf-style) with a tuple, dict or single value.
-std::string PercentFormat(const std::string& format, const Value& args);
-// Python str.format with positional and keyword arguments.
-std::string BraceFormat(const std::string& format, const CallArgs& args);
 
 }  // namespace sparkserve::chat::jinja
