@@ -8,6 +8,7 @@ namespace sparkserve::head {
 
 // Prints "sparkserve VERSION (commit C)\ncuda: sm_90a ..." to stdout.
 void PrintVersion();
+void AddTemplateCommand(CLI::App& app, int* exit_code);  // `sparkserve template` (template_command.cc)
 
 // `sparkserve inspect MODEL_DIR [--json]` (head/cli/inspect_command.cc).
 void AddInspectCommand(CLI::App& app, int* exit_code);

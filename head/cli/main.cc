@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   // Subcommands register here.
   sparkserve::head::AddInspectCommand(app, &exit_code);
+  sparkserve::head::AddTemplateCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   if (version) {
     sparkserve::head::PrintVersion();
