@@ -9,5 +9,6 @@ namespace sparkserve::head {
 // Prints "sparkserve VERSION (commit C)\ncuda: sm_90a ..." to stdout.
 void PrintVersion();
 void AddScoreCommand(CLI::App& app, int* exit_code); void AddRunCommand(CLI::App& app, int* exit_code);  // score_command.cc, run_command.cc
+void AddTokenizeCommand(CLI::App& app, int* exit_code);  // head/cli/tokenize_command.cc
 
 }  // namespace sparkserve::head

@@ -2,6 +2,7 @@
 // CPU model sized for one sequence, and the message for text input without a tokenizer.
 #pragma once
 #include <charconv>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "fmt/format.h"
+#include "head/tokenizer/tokenizer.h"
 #include "model/cpu_model_loader.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -48,13 +50,36 @@ inline void UseStderrLogging(CLI::App* cmd) {
   }
   auto logger = spdlog::get(std::string("sparkserve-") + cmd->get_name());
   if (!logger) logger = spdlog::stderr_color_mt(std::string("sparkserve-") + cmd->get_name());
+  logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
   logger->set_level(level.empty() ? spdlog::level::info : spdlog::level::from_str(level));
   spdlog::set_default_logger(logger);
 }
 
-// The tokenizer layer is not built into this binary yet: text input is refused with this message.
-inline constexpr const char* kNoTokenizerMessage =
-    "text input needs the tokenizer, which this build of sparkserve does not include yet; pass token ids with --ids";
+// The tokenizer of a model directory (its tokenizer.json), or null when it has none and
+// `required` is false. Errors name the directory.
+inline absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadModelTokenizer(const std::string& dir,
+                                                                                 bool required) {
+  if (!std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) {
+    if (!required) return std::unique_ptr<tokenizer::Tokenizer>();
+    return absl::NotFoundError(
+        fmt::format("{} has no tokenizer.json: text input needs one (pass token ids with --ids)", dir));
+  }
+  auto t = tokenizer::Tokenizer::Load(dir);
+  if (!t.ok()) return absl::Status(t.status().code(), fmt::format("{}/tokenizer.json: {}", dir, std::string(t.status().message())));
+  return t;
+}
+
+// Token ids from --ids, or --text encoded with the model directory's tokenizer.
+inline absl::StatusOr<std::vector<int32_t>> InputIds(const std::string& dir, const std::string& ids,
+                                                     const std::string& text) {
+  if (text.empty()) return ParseIdList(ids);
+  auto tok = LoadModelTokenizer(dir, /*required=*/true);
+  if (!tok.ok()) return tok.status();
+  auto encoded = (*tok)->Encode(text);
+  if (!encoded.ok()) return encoded.status();
+  if (encoded->empty()) return absl::InvalidArgumentError("the text encodes to no tokens");
+  return std::vector<int32_t>(encoded->begin(), encoded->end());
+}
 
 // A CPU runner with one slot sized for `max_len` positions.
 inline absl::StatusOr<std::unique_ptr<model::CpuModelRunner>> LoadSingleSequenceModel(const std::string& dir,

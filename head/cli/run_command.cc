@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -35,11 +36,12 @@ int32_t Sample(const float* logits, int64_t V, double temperature, std::mt19937_
 }
 
 int RunGenerate(const RunArgs& a) {
-  if (!a.prompt.empty()) {
-    spdlog::error("run: {}", kNoTokenizerMessage);
+  auto tok = LoadModelTokenizer(a.dir, /*required=*/!a.prompt.empty());
+  if (!tok.ok()) {
+    spdlog::error("run: {}", std::string(tok.status().message()));
     return 2;
   }
-  auto ids = ParseIdList(a.ids);
+  auto ids = InputIds(a.dir, a.ids, a.prompt);
   if (!ids.ok()) {
     spdlog::error("run: {}", std::string(ids.status().message()));
     return 2;
@@ -76,11 +78,16 @@ int RunGenerate(const RunArgs& a) {
     s.start_pos += static_cast<int32_t>(s.tokens.size());
     s.tokens = {next};
   }
+  // Text of the generated ids without special tokens (eos included in `ids`, not in `text`).
+  std::optional<std::string> text;
+  if (*tok) text = (*tok)->Decode(generated, /*skip_special_tokens=*/true);
   if (a.json) {
     nlohmann::json j;
     j["ids"] = generated;
-    j["text"] = nullptr;  // no tokenizer in this build
+    j["text"] = text ? nlohmann::json(*text) : nlohmann::json(nullptr);  // null without a tokenizer
     std::printf("%s\n", j.dump().c_str());
+  } else if (text) {
+    std::printf("%s\n", text->c_str());
   } else {
     std::string line;
     for (size_t i = 0; i < generated.size(); ++i) line += (i ? "," : "") + std::to_string(generated[i]);
@@ -95,7 +102,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("run", "one-shot generation (CPU reference backend)");
   auto a = std::make_shared<RunArgs>();
   cmd->add_option("MODEL_DIR", a->dir, "model directory (config.json + safetensors)")->required();
-  auto* prompt = cmd->add_option("--prompt", a->prompt, "prompt text (needs the tokenizer)");
+  auto* prompt = cmd->add_option("--prompt", a->prompt, "prompt text, encoded with MODEL_DIR/tokenizer.json");
   auto* ids = cmd->add_option("--ids", a->ids, "prompt token ids, e.g. 1,2,3");
   ids->excludes(prompt);
   cmd->add_option("--max-new", a->max_new, "tokens to generate at most (default 16)");

@@ -30,11 +30,7 @@ absl::Status WriteNpyF32(const std::string& path, const float* data, int64_t row
 }
 
 int RunScore(const std::string& dir, const std::string& ids_text, const std::string& text, const std::string& out) {
-  if (!text.empty()) {
-    spdlog::error("score: {}", kNoTokenizerMessage);
-    return 2;
-  }
-  auto ids = ParseIdList(ids_text);
+  auto ids = InputIds(dir, ids_text, text);
   if (!ids.ok()) {
     spdlog::error("score: {}", std::string(ids.status().message()));
     return 2;
@@ -84,7 +80,7 @@ void AddScoreCommand(CLI::App& app, int* exit_code) {
   auto out = std::make_shared<std::string>();
   cmd->add_option("MODEL_DIR", *dir, "model directory (config.json + safetensors)")->required();
   auto* ids_opt = cmd->add_option("--ids", *ids, "comma-separated token ids, e.g. 1,2,3");
-  auto* text_opt = cmd->add_option("--text", *text, "text to tokenize (needs the tokenizer)");
+  auto* text_opt = cmd->add_option("--text", *text, "text, encoded with MODEL_DIR/tokenizer.json");
   ids_opt->excludes(text_opt);
   cmd->add_option("--out", *out, "write float32 [T, vocab] logits to this .npy file (default: JSON on stdout)");
   cmd->callback([=] {

@@ -11,10 +11,12 @@ import subprocess
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
+from tokenizers import Tokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN = os.path.join(ROOT, "tests", "golden", "qwen35")
 CONFIGS = ["text_tied", "text_untied", "vl_tied", "vl_untied"]
+TOKENIZER_DIR = os.path.join(ROOT, "..", "shared", "fixtures", "qwen3-tokenizer")
 
 
 def binary():
@@ -96,8 +98,9 @@ def test_run_sampling_is_reproducible_with_a_seed():
     (["score", "{m}", "--ids", "1,x"], "not a non-negative integer"),
     (["score", "{m}", "--ids", "1,99999"], "outside the vocabulary"),
     (["score", "{m}"], "give --ids or --text"),
-    (["score", "{m}", "--text", "hello"], "tokenizer"),
-    (["run", "{m}", "--prompt", "hello"], "tokenizer"),
+    (["score", "{m}", "--text", "hello"], "has no tokenizer.json"),
+    (["run", "{m}", "--prompt", "hello"], "has no tokenizer.json"),
+    (["score", "{m}", "--ids", "1", "--text", "hello"], "excludes"),
     (["score", "/nonexistent-model-dir", "--ids", "1"], "config.json"),
 ])
 def test_bad_input_is_a_clear_error(args, needle):
@@ -106,3 +109,38 @@ def test_bad_input_is_a_clear_error(args, needle):
     assert r.returncode != 0
     assert r.stdout == ""
     assert needle in r.stderr
+
+
+@pytest.fixture
+def model_with_tokenizer(tmp_path):
+    """text_tied plus the real Qwen3 tokenizer (ids of the texts below stay inside its 512-token vocab)."""
+    d = tmp_path / "model"
+    shutil.copytree(os.path.join(GOLDEN, "text_tied"), d)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(TOKENIZER_DIR, f), d / f)
+    return d
+
+
+def test_score_text_equals_score_of_the_oracle_ids(model_with_tokenizer, tmp_path):
+    oracle = Tokenizer.from_file(str(model_with_tokenizer / "tokenizer.json"))
+    text = "a, b. c! in the"
+    ids = oracle.encode(text).ids
+    assert max(ids) < 512
+    a, b = tmp_path / "a.npy", tmp_path / "b.npy"
+    r1 = sparkserve("score", str(model_with_tokenizer), "--text", text, "--out", str(a))
+    r2 = sparkserve("score", str(model_with_tokenizer), "--ids", ids_arg(ids), "--out", str(b))
+    assert r1.returncode == 0 and r2.returncode == 0, r1.stderr + r2.stderr
+    assert np.load(a).shape == (len(ids), 512)
+    assert np.array_equal(np.load(a), np.load(b))
+
+
+def test_run_prompt_prints_ids_and_their_decoded_text(model_with_tokenizer):
+    oracle = Tokenizer.from_file(str(model_with_tokenizer / "tokenizer.json"))
+    r = sparkserve("run", str(model_with_tokenizer), "--prompt", "in the", "--max-new", "6", "--ignore-eos", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    # The same ids from a directory without a tokenizer (text null there).
+    ref = sparkserve("run", os.path.join(GOLDEN, "text_tied"), "--ids", ids_arg(oracle.encode("in the").ids),
+                     "--max-new", "6", "--ignore-eos", "--json")
+    assert json.loads(ref.stdout) == {"ids": out["ids"], "text": None}
+    assert out["text"] == oracle.decode(out["ids"], skip_special_tokens=True)
