@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fmt/format.h"
+#include "core/half.h"
 #include "gtest/gtest.h"
 #include "model/checkpoint_weight_source.h"
 #include "nlohmann/json.hpp"
@@ -170,6 +171,40 @@ TEST(CpuModelQuantised, Nvfp4AndFp8CheckpointEqualsItsDequantisedDenseTwin) {
     EXPECT_GT(drift, 1e-3);
     EXPECT_LT(drift, 1.5);
   }
+}
+
+// bf16 and f16 checkpoints load (widened to f32) and stay close to the f32 reference logits.
+TEST(CpuModelQuantised, HalfPrecisionCheckpointsLoad) {
+  const std::string src_dir = GoldenDir("vl_tied");
+  auto src = CheckpointWeightSource::Open(src_dir);
+  ASSERT_TRUE(src.ok()) << src.status();
+  const Golden g = LoadGolden("vl_tied");
+  std::vector<double> errs;
+  for (const core::DType dt : {core::DType::kBF16, core::DType::kF16}) {
+    SCOPED_TRACE(std::string(core::DTypeName(dt)));
+    quant::NamedTensors half;
+    for (const std::string& t : src->checkpoint().files().Names()) {
+      auto w = src->LoadF32(t);
+      ASSERT_TRUE(w.ok());
+      core::Tensor h = core::Tensor::Empty(w->shape(), dt);
+      for (int64_t i = 0; i < w->numel(); ++i) {
+        const float x = w->data<float>()[i];
+        h.data<uint16_t>()[i] = dt == core::DType::kBF16 ? core::F32ToBf16(x) : core::F32ToF16(x);
+      }
+      half.push_back({t, h});
+    }
+    TempDir dir(std::string(core::DTypeName(dt)));
+    fs::copy_file(src_dir + "/config.json", dir.path / "config.json");
+    ASSERT_TRUE(quant::WriteSafetensors((dir.path / "model.safetensors").string(), half).ok());
+    const std::vector<float> logits = PrefillLogits(dir.path.string(), g.ids);
+    ASSERT_EQ(logits.size(), g.logits.size());
+    const double err = RelErr(logits.data(), g.logits.data(), logits.size());
+    EXPECT_GT(err, 0.0);
+    EXPECT_LT(err, 0.1);  // these random tiny models amplify weight rounding ~20x
+    errs.push_back(err);
+  }
+  ASSERT_EQ(errs.size(), 2u);
+  EXPECT_LT(errs[1], errs[0] / 2);  // f16 keeps 3 more mantissa bits than bf16
 }
 
 }  // namespace
