@@ -12,5 +12,8 @@ void AddTemplateCommand(CLI::App& app, int* exit_code);  // `sparkserve template
 
 // `sparkserve inspect MODEL_DIR [--json]` (head/cli/inspect_command.cc).
 void AddInspectCommand(CLI::App& app, int* exit_code);
+void AddScoreCommand(CLI::App& app, int* exit_code);  // score_command.cc
+void AddRunCommand(CLI::App& app, int* exit_code);    // run_command.cc
+void AddTokenizeCommand(CLI::App& app, int* exit_code);  // head/cli/tokenize_command.cc
 
 }  // namespace sparkserve::head

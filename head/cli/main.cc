@@ -20,6 +20,9 @@ int main(int argc, char** argv) {
   // Subcommands register here.
   sparkserve::head::AddInspectCommand(app, &exit_code);
   sparkserve::head::AddTemplateCommand(app, &exit_code);
+  sparkserve::head::AddScoreCommand(app, &exit_code);
+  sparkserve::head::AddRunCommand(app, &exit_code);
+  sparkserve::head::AddTokenizeCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   if (version) {
     sparkserve::head::PrintVersion();
