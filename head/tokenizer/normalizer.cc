@@ -2,7 +2,6 @@
 #include "head/tokenizer/normalizer.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <iterator>
 
 #include "fmt/format.h"
@@ -90,18 +89,47 @@ absl::Status AddSteps(const nlohmann::json& j, std::vector<NormalForm>& steps) {
   return absl::OkStatus();
 }
 
-bool Utf8procNormalize(std::string_view text, NormalForm form, std::string& out) {
-  if (text.empty()) return true;
-  int options = UTF8PROC_STABLE;
-  options |= (form == NormalForm::kNFC || form == NormalForm::kNFKC) ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE;
+// Normalizes one stretch with utf8proc's tables: per-character decomposition, canonical ordering
+// (a stable sort of each run of marks by combining class: utf8proc_map's own reordering is a gnome
+// sort, quadratic on long runs of marks), then utf8proc's composition.
+bool NormalizeStretch(std::string_view text, NormalForm form, std::string& out) {
+  const bool composing = form == NormalForm::kNFC || form == NormalForm::kNFKC;
+  int options = UTF8PROC_STABLE | (composing ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE);
   if (form == NormalForm::kNFKC || form == NormalForm::kNFKD) options |= UTF8PROC_COMPAT;
-  utf8proc_uint8_t* result = nullptr;
-  const utf8proc_ssize_t len = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                                            static_cast<utf8proc_ssize_t>(text.size()), &result,
-                                            static_cast<utf8proc_option_t>(options));
-  if (len < 0) return false;
-  out.append(reinterpret_cast<const char*>(result), static_cast<size_t>(len));
-  std::free(result);
+  thread_local std::vector<utf8proc_int32_t> buf;
+  buf.clear();
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<utf8proc_int32_t>(DecodeUtf8At(text, i));
+    utf8proc_int32_t decomposed[32];  // the longest decomposition (U+FDFA, compatibility) has 18
+    int boundclass = 0;
+    const utf8proc_ssize_t n =
+        utf8proc_decompose_char(c, decomposed, 32, static_cast<utf8proc_option_t>(options), &boundclass);
+    if (n < 0 || n > 32) return false;
+    buf.insert(buf.end(), decomposed, decomposed + n);
+  }
+  auto ccc = [](utf8proc_int32_t c) { return utf8proc_get_property(c)->combining_class; };
+  for (size_t k = 0; k < buf.size();) {
+    if (ccc(buf[k]) == 0) {
+      ++k;
+      continue;
+    }
+    size_t e = k + 1;
+    while (e < buf.size() && ccc(buf[e]) != 0) ++e;
+    if (e - k > 1) {
+      std::stable_sort(buf.begin() + static_cast<std::ptrdiff_t>(k), buf.begin() + static_cast<std::ptrdiff_t>(e),
+                       [&](utf8proc_int32_t x, utf8proc_int32_t y) { return ccc(x) < ccc(y); });
+    }
+    k = e;
+  }
+  size_t len = buf.size();
+  if (composing && len > 0) {
+    const utf8proc_ssize_t r = utf8proc_normalize_utf32(buf.data(), static_cast<utf8proc_ssize_t>(len),
+                                                        static_cast<utf8proc_option_t>(options));
+    if (r < 0) return false;
+    len = static_cast<size_t>(r);
+  }
+  for (size_t k = 0; k < len; ++k) AppendUtf8(static_cast<char32_t>(buf[k]), out);
   return true;
 }
 
@@ -138,7 +166,7 @@ bool NormalizeOnce(std::string_view text, NormalForm form, std::string& out) {
       end = k;
     }
     out.append(text.substr(copied, boundary - copied));
-    if (!Utf8procNormalize(text.substr(boundary, end - boundary), form, out)) return false;
+    if (!NormalizeStretch(text.substr(boundary, end - boundary), form, out)) return false;
     copied = boundary = i = end;
   }
   out.append(text.substr(copied));

@@ -34,6 +34,8 @@ TARGETED = [
     "  <|im_start|>  user\n", "<|im_start|\u0301", "\u0301<|im_end|>", "e<|im_end|>\u0301", "<think>\n\n</think>\n\n",
     "\r\n\r\n  \r\n\t", "\n" * 40 + " " * 40 + "x", "   \t  \n  ", "1234567890 ١٢٣ ０１２",
     "👨‍👩‍👧‍👦🇺🇸🏴󠁧󠁢󠁳󠁣󠁴󠁿🧑🏽‍🚀",
+    # long runs that a quadratic algorithm (utf8proc's mark reordering, regex backtracking) would stall on
+    "e" + "\u0301\u0316\u031b" * 20000, " " * 100000 + "x", "\n \t" * 30000 + "y",
     # assigned after Unicode 14 (PCRE2 10.42's tables): CJK Ext H/I, Kawi, Nag Mundari, Garay, new symbols
     "字\U00031350\U00031351 \U0002EBF0x", "a\U00011F00\U00011F03b \U0001E4D0\U0001E4EC\U0001E4F1",
     "\u1c89\u1c8a \U00010D4A\U00010D69 \U0001CC00\U0001F6DC!", "\U00011F43\U00011F50 \u0897x\u0cf3", "\x00\x01\x1f\x7f", "a" * 3000, "中" * 2000, "é" * 1500 + "e\u0301" * 500,
