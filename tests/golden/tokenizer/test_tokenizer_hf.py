@@ -272,6 +272,10 @@ def test_cli_errors(tmp_path):
     r = run_cli(FIXTURE, "--", b"bad \xff byte")
     assert r.returncode == 1 and r.stdout == b""
     assert b"not valid UTF-8" in r.stderr and b"offset 4" in r.stderr
+    r = run_cli(FIXTURE)
+    assert r.returncode == 2 and r.stdout == b"" and b"TEXT" in r.stderr
+    r = run_cli(FIXTURE, "--decode", "1,x")
+    assert r.returncode == 2 and r.stdout == b"" and b"ids" in r.stderr
     r = run_cli(str(tmp_path / "missing"), "x")
     assert r.returncode == 1 and r.stdout == b"" and b"cannot open" in r.stderr
     for field, value, name in [("normalizer", {"type": "Lowercase"}, b"Lowercase"),
