@@ -31,6 +31,7 @@ struct TokenizeArgs {
   bool stream = false;
   bool skip_special = false;
   bool no_add_special = false;
+  bool has_text = false;
 };
 
 void WriteOut(const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); }
@@ -131,6 +132,10 @@ int RunTokenize(const TokenizeArgs& a) {
     spdlog::set_default_logger(std::make_shared<spdlog::logger>(
         "tokenize", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
   }
+  if (a.file.empty() && !a.has_text) {
+    spdlog::error("tokenize: give TEXT (or --file F)");
+    return 2;
+  }
   auto tok = tokenizer::Tokenizer::Load(a.model_dir);
   if (!tok.ok()) {
     spdlog::error("{}", std::string(tok.status().message()));
@@ -167,7 +172,8 @@ void AddTokenizeCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<TokenizeArgs>();
   CLI::App* sub = app.add_subcommand("tokenize", "print the token ids of TEXT (tokenizer.json of MODEL_DIR)");
   sub->add_option("MODEL_DIR", args->model_dir, "directory with tokenizer.json (or the file itself)")->required();
-  sub->add_option("TEXT", args->text, "text to encode (ids with --decode); put -- before text starting with -");
+  CLI::Option* text =
+      sub->add_option("TEXT", args->text, "text to encode (ids with --decode); put -- before text starting with -");
   sub->add_flag("--json", args->json, "print {\"ids\": [...]} (--decode: {\"text\": ...})");
   sub->add_option("--file", args->file,
                   "JSONL input, one JSON string per line (--decode: one list of ids per line); prints one "
@@ -177,7 +183,10 @@ void AddTokenizeCommand(CLI::App& app, int* exit_code) {
   sub->add_flag("--skip-special-tokens", args->skip_special, "with --decode: leave special tokens out");
   sub->add_flag("--no-add-special-tokens", args->no_add_special,
                 "do not apply the post-processor template (BOS/EOS) around the ids");
-  sub->callback([args, exit_code] { *exit_code = RunTokenize(*args); });
+  sub->callback([args, exit_code, text] {
+    args->has_text = text->count() > 0;
+    *exit_code = RunTokenize(*args);
+  });
 }
 
 }  // namespace sparkserve::head

@@ -58,7 +58,7 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
 
   const auto& vocab = model["vocab"];
   m->vocab_.reserve(vocab.size());
-  m->raw_vocab_.reserve(vocab.size());
+  if (m->ignore_merges_) m->raw_vocab_.reserve(vocab.size());
   TokenId max_id = -1;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
@@ -74,6 +74,7 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
   for (const auto& [token, id] : m->vocab_) {
     m->id_to_token_[static_cast<size_t>(id)] = token;
     m->id_present_[static_cast<size_t>(id)] = true;
+    if (!m->ignore_merges_) continue;
     if (auto raw = alphabet.ToBytes(token)) m->raw_vocab_.emplace(std::move(*raw), id);
   }
   for (int b = 0; b < 256; ++b) {

@@ -60,7 +60,7 @@ class BpeModel {
   void MergeHeap(std::vector<TokenId>& syms) const;
 
   absl::flat_hash_map<std::string, TokenId> vocab_;       // byte-level string -> id
-  absl::flat_hash_map<std::string, TokenId> raw_vocab_;   // raw bytes -> id (ignore_merges lookups)
+  absl::flat_hash_map<std::string, TokenId> raw_vocab_;   // raw bytes -> id (only with ignore_merges)
   std::vector<std::string> id_to_token_;                  // byte-level strings; "" where no id
   std::vector<bool> id_present_;
   absl::flat_hash_map<uint64_t, Merge> merges_;

@@ -213,6 +213,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(const Json& j) {
       normalized_group.push_back(std::move(n));
     }
   }
+  for (const AddedToken& t : tok->added_tokens_) tok->added_ids_[t.content] = static_cast<TokenId>(t.id);
   tok->raw_added_ = AddedTokenMatcher(std::move(raw_group));
   tok->normalized_added_ = AddedTokenMatcher(std::move(normalized_group));
 
@@ -299,17 +300,18 @@ std::string Tokenizer::Decode(std::span<const TokenId> ids, bool skip_special_to
 }
 
 std::optional<TokenId> Tokenizer::TokenToId(std::string_view token) const {
-  for (const AddedToken& t : added_tokens_) {
-    if (t.content == token) return static_cast<TokenId>(t.id);
+  if (auto it = added_ids_.find(absl::string_view(token.data(), token.size())); it != added_ids_.end()) {
+    return it->second;
   }
   return model_->TokenToId(token);
 }
 
 std::optional<std::string> Tokenizer::IdToToken(TokenId id) const {
+  // An added token with a vocab id has the vocab string as content: the model answers for it.
+  if (const std::string* s = model_->IdToToken(id)) return *s;
   for (const AddedToken& t : added_tokens_) {
     if (static_cast<TokenId>(t.id) == id) return t.content;
   }
-  if (const std::string* s = model_->IdToToken(id)) return *s;
   return std::nullopt;
 }
 

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "head/tokenizer/added_tokens.h"
 #include "head/tokenizer/bpe_model.h"
@@ -68,6 +69,7 @@ class Tokenizer {
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
   std::unique_ptr<BpeModel> model_;
   std::vector<AddedToken> added_tokens_;
+  absl::flat_hash_map<std::string, TokenId> added_ids_;  // content -> id
   AddedTokenMatcher raw_added_;         // normalized == false: matched in the input text
   AddedTokenMatcher normalized_added_;  // normalized == true: matched in normalized text
   std::vector<TokenId> prefix_ids_;     // post-processor template around the sequence
