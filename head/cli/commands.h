@@ -8,5 +8,7 @@ namespace sparkserve::head {
 
 // Prints "sparkserve VERSION (commit C)\ncuda: sm_90a ..." to stdout.
 void PrintVersion();
+void AddQuantizeCommand(CLI::App& app, int* exit_code);   // head/cli/quantize_command.cc
+void AddDemoModelCommand(CLI::App& app, int* exit_code);  // head/cli/demo_model_command.cc
 
 }  // namespace sparkserve::head
