@@ -15,5 +15,7 @@ void AddInspectCommand(CLI::App& app, int* exit_code);
 void AddScoreCommand(CLI::App& app, int* exit_code);  // score_command.cc
 void AddRunCommand(CLI::App& app, int* exit_code);    // run_command.cc
 void AddTokenizeCommand(CLI::App& app, int* exit_code);  // head/cli/tokenize_command.cc
+void AddQuantizeCommand(CLI::App& app, int* exit_code);   // head/cli/quantize_command.cc
+void AddDemoModelCommand(CLI::App& app, int* exit_code);  // head/cli/demo_model_command.cc
 
 }  // namespace sparkserve::head

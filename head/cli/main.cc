@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   sparkserve::head::AddScoreCommand(app, &exit_code);
   sparkserve::head::AddRunCommand(app, &exit_code);
   sparkserve::head::AddTokenizeCommand(app, &exit_code);
+  sparkserve::head::AddQuantizeCommand(app, &exit_code);
+  sparkserve::head::AddDemoModelCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   if (version) {
     sparkserve::head::PrintVersion();
