@@ -4,6 +4,7 @@ here (http.server on 127.0.0.1, ephemeral port): /v1/models, /v1/completions and
 Checks the counts, the console table and the saved JSON's vLLM key names and values."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -140,7 +141,8 @@ def test_random_dataset_counts_and_saved_json(fake_server, tmp_path):
     assert res["request_throughput"] == pytest.approx(6 / res["duration"])
     assert res["total_token_throughput"] == pytest.approx((72 + 30) / res["duration"])
     assert res["request_goodput"] == pytest.approx(res["request_throughput"])  # generous SLOs: all good
-    assert res["max_concurrent_requests"] <= 3
+    # vLLM's peak concurrency counts requests active at any point of a one-second bucket.
+    assert 1 <= res["max_concurrent_requests"] <= 6
     assert "fake_requests_total 42" in res["server_metrics"]
     assert "--max-concurrency 3" in res["command"]
     # What the server received: vLLM's request shape.
@@ -190,7 +192,7 @@ def test_sharegpt_and_sweep(fake_server, tmp_path):
         assert run["completed"] == 4
         for inp, outp in zip(run["input_lens"], run["output_lens"]):
             assert outp == inp + 1  # the gpt turn is one word longer; its length is max_tokens
-        assert run["max_concurrent_requests"] <= run["max_concurrency"]
+        assert 1 <= run["max_concurrent_requests"] <= 4
 
 
 def test_plot_without_matplotlib_says_so_and_keeps_json(fake_server, tmp_path):
@@ -255,3 +257,49 @@ def test_sigint_stops_sending_and_saves(fake_server, tmp_path):
     assert 2 <= res["completed"] < 40 and res["failed"] == 0  # the in-flight one finished within the grace
     assert len(res["input_lens"]) == res["completed"]
     assert "Interrupted (partial results):" in stdout
+
+
+def _serve_binary():
+    """The binary whose `serve` runs the real server: $SPARKSERVE_SERVE_BIN or ours."""
+    return os.environ.get("SPARKSERVE_SERVE_BIN", SPARKSERVE)
+
+
+def test_against_sparkserve_serve(tmp_path):
+    """Our own server (CPU backend, tiny demo model) under `bench serve`: every request completes, token
+    counts come from its usage, and its /tokenize gives exact prompt lengths."""
+    serve_bin = _serve_binary()
+    top_help = subprocess.run([serve_bin, "--help"], capture_output=True, text=True).stdout
+    has_serve = re.search(r"^\s+serve\s", top_help, re.M) is not None
+    if not has_serve:
+        pytest.skip("`sparkserve serve` is not in this build yet (branch agent/http)")
+    model = tmp_path / "tiny"
+    r = subprocess.run([SPARKSERVE, "demo-model", str(model), "--shape", "tiny"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    proc = subprocess.Popen([serve_bin, "serve", str(model), "--host", "127.0.0.1", "--port", "0",
+                             "--max-seq-len", "128", "--max-batch", "4", "--served-model-name", "tiny-demo"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("listening on http://"), (line, proc.stderr.read() if proc.poll() else "")
+        url = line.strip().split(" ", 2)[2]
+        out = tmp_path / "r.json"
+        r = bench(url, "--dataset", "random", "--num-prompts", "6", "--random-input-len", "16",
+                  "--random-output-len", "8", "--ignore-eos", "--max-concurrency", "3", "--request-timeout", "60",
+                  "--save-result", str(out), timeout=120)
+        assert r.returncode == 0, r.stderr
+        res = json.loads(out.read_text())
+        assert res["model_id"] == "tiny-demo"
+        assert res["completed"] == 6 and res["failed"] == 0, res["errors"]
+        assert res["output_token_source"] == "usage"
+        assert res["input_lens"] == [16] * 6
+        # The HTTP layer may not honour ignore_eos yet: a random-weight model can stop early.
+        assert all(1 <= n <= 8 for n in res["output_lens"]), res["output_lens"]
+        assert res["total_output_tokens"] == sum(res["output_lens"])
+        assert res["mean_ttft_ms"] > 0 and res["mean_e2el_ms"] >= res["mean_ttft_ms"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
