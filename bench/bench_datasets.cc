@@ -12,6 +12,7 @@
 #include "fmt/format.h"
 #include "head/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
 
 namespace sparkserve::bench {
 namespace {
@@ -228,15 +229,21 @@ absl::StatusOr<std::vector<BenchPrompt>> BuildDataset(const DatasetOptions& o, P
   }
   auto [in_lo, in_hi] = LenRange(o.random_input_len, o.random_range_ratio);
   std::uniform_int_distribution<int> in_dist(std::max(1, in_lo), std::max(1, in_hi));
+  int inexact = 0;
   for (int i = 0; i < o.num_prompts; ++i) {
     const int in_len = in_dist(rng);
     ASSIGN_OR_RETURN(BenchPrompt p, ExactRandomText(rng, in_len, counter));
+    if (p.prompt_len != in_len) ++inexact;
     if (!prefix.empty()) {
       p.prompt = prefix + p.prompt;
       ASSIGN_OR_RETURN(p.prompt_len, counter.Count(p.prompt));
     }
     p.output_len = out_dist(rng);
     out.push_back(std::move(p));
+  }
+  if (inexact > 0) {
+    spdlog::warn("{} of {} prompts could not be built with exactly the drawn token length (closest kept; "
+                 "input_lens records the real counts)", inexact, o.num_prompts);
   }
   return out;
 }

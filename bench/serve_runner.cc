@@ -170,8 +170,14 @@ class Run {
   }
 
   void OnInterrupt() {
-    if (stopping_) return;
+    if (stopping_) {  // a second Ctrl-C: no grace
+      CancelInFlight();
+      return;
+    }
     stopping_ = true;
+    signals_.async_wait([this](const boost::system::error_code& ec, int) {
+      if (!ec) OnInterrupt();
+    });
     result_.interrupted = true;
     arrival_timer_.cancel();
     std::fprintf(stderr, "\ninterrupted: no more requests; waiting up to %.0fs for %zu in flight\n",
@@ -179,11 +185,14 @@ class Run {
     grace_timer_.expires_after(std::chrono::duration_cast<Clock::duration>(
         std::chrono::duration<double>(opts_.interrupt_grace_s)));
     grace_timer_.async_wait([this](const boost::system::error_code& ec) {
-      if (ec) return;
-      auto calls = calls_;  // Cancel completes asynchronously; copy to iterate safely
-      for (auto& [idx, call] : calls) call->Cancel("interrupted (SIGINT) before the response ended");
+      if (!ec) CancelInFlight();
     });
     MaybeStop();
+  }
+
+  void CancelInFlight() {
+    auto calls = calls_;  // Cancel completes asynchronously; copy to iterate safely
+    for (auto& [idx, call] : calls) call->Cancel("interrupted (SIGINT) before the response ended");
   }
 
   void MaybeStop() {

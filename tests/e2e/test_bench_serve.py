@@ -55,7 +55,7 @@ class FakeOpenAI(BaseHTTPRequestHandler):
     def do_POST(self):
         srv = self.server
         req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if self.path == "/tokenize":
+        if self.path == "/tokenize" and srv.tokenize:
             n = len(req["prompt"].split())
             return self._json(200, {"tokens": list(range(n)), "count": n, "max_model_len": 4096})
         chat = self.path == "/v1/chat/completions"
@@ -89,10 +89,10 @@ class FakeOpenAI(BaseHTTPRequestHandler):
 def fake_server():
     servers = []
 
-    def start(fail_every=0, token_delay=0.002, usage=True):
+    def start(fail_every=0, token_delay=0.002, usage=True, tokenize=True):
         srv = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
         srv.daemon_threads = True
-        srv.fail_every, srv.token_delay, srv.usage = fail_every, token_delay, usage
+        srv.fail_every, srv.token_delay, srv.usage, srv.tokenize = fail_every, token_delay, usage, tokenize
         srv.requests, srv.auth, srv.lock = [], [], threading.Lock()
         threading.Thread(target=srv.serve_forever, daemon=True).start()
         servers.append(srv)
@@ -193,6 +193,42 @@ def test_sharegpt_and_sweep(fake_server, tmp_path):
         for inp, outp in zip(run["input_lens"], run["output_lens"]):
             assert outp == inp + 1  # the gpt turn is one word longer; its length is max_tokens
         assert 1 <= run["max_concurrent_requests"] <= 4
+
+
+def test_prefix_dataset_shares_an_exact_prefix(fake_server, tmp_path):
+    srv, url = fake_server()
+    out = tmp_path / "r.json"
+    r = bench(url, "--dataset", "prefix", "--prefix-len", "10", "--num-prompts", "4", "--random-input-len", "6",
+              "--random-output-len", "2", "--save-result", str(out))
+    assert r.returncode == 0, r.stderr
+    res = json.loads(out.read_text())
+    assert res["input_lens"] == [16] * 4
+    prompts = [b["prompt"].split() for b in srv.requests]
+    assert all(p[:10] == prompts[0][:10] for p in prompts)
+    assert len({" ".join(p[10:]) for p in prompts}) == 4  # suffixes differ
+
+
+def test_local_tokenizer_when_server_has_no_tokenize_or_usage(fake_server, tmp_path):
+    from tokenizers import Tokenizer  # the oracle for prompt lengths and output counts
+
+    tok_dir = os.path.join("..", "shared", "fixtures", "qwen3-tokenizer")
+    oracle = Tokenizer.from_file(os.path.join(tok_dir, "tokenizer.json"))
+    srv, url = fake_server(usage=False, tokenize=False)
+    # Without /tokenize and --tokenizer, exact random lengths are impossible: a clear error.
+    r = bench(url, "--dataset", "random", "--num-prompts", "2")
+    assert r.returncode == 1 and "pass --tokenizer DIR" in r.stderr, r.stderr
+    out = tmp_path / "r.json"
+    r = bench(url, "--tokenizer", tok_dir, "--dataset", "random", "--num-prompts", "3", "--random-input-len", "20",
+              "--random-output-len", "4", "--seed", "5", "--save-result", str(out))
+    assert r.returncode == 0, r.stderr
+    res = json.loads(out.read_text())
+    assert res["input_lens"] == [20] * 3
+    for body in srv.requests:
+        assert len(oracle.encode(body["prompt"], add_special_tokens=False).ids) == 20
+    assert res["output_token_source"] == "tokenizer"
+    expected = len(oracle.encode(" t0 t1 t2 t3", add_special_tokens=False).ids)
+    assert res["output_lens"] == [expected] * 3
+    assert "Output tokens counted from:              tokenizer" in r.stdout
 
 
 def test_plot_without_matplotlib_says_so_and_keeps_json(fake_server, tmp_path):
@@ -303,3 +339,24 @@ def test_against_sparkserve_serve(tmp_path):
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def test_second_sigint_cancels_in_flight_requests(fake_server, tmp_path):
+    srv, url = fake_server(token_delay=0.5)  # each request streams for 3 s
+    out = tmp_path / "r.json"
+    cmd = [SPARKSERVE, "bench", "serve", "--url", url, "--no-progress", "--dataset", "random", "--num-prompts", "10",
+           "--random-input-len", "4", "--random-output-len", "6", "--max-concurrency", "2", "--save-result", str(out)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 10
+    while len(srv.requests) < 2 and time.time() < deadline:
+        time.sleep(0.02)
+    t0 = time.time()
+    p.send_signal(signal.SIGINT)
+    time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    _, stderr = p.communicate(timeout=15)
+    assert time.time() - t0 < 2.0  # did not wait for the 3 s streams nor the grace period
+    assert p.returncode == 130, stderr
+    res = json.loads(out.read_text())
+    assert res["interrupted"] is True and res["completed"] == 0 and res["failed"] == 2
+    assert all(e == "interrupted (SIGINT) before the response ended" for e in res["errors"])
