@@ -10,6 +10,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -319,6 +321,16 @@ def test_against_sparkserve_serve(tmp_path):
         line = proc.stdout.readline()
         assert line.startswith("listening on http://"), (line, proc.stderr.read() if proc.poll() else "")
         url = line.strip().split(" ", 2)[2]
+        deadline = time.time() + 60  # /health answers 503 while the model loads
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=5) as h:
+                    if h.status == 200:
+                        break
+            except urllib.error.HTTPError as e:
+                assert e.code == 503, e
+            assert proc.poll() is None and time.time() < deadline, proc.stderr.read() if proc.poll() else "timeout"
+            time.sleep(0.05)
         out = tmp_path / "r.json"
         r = bench(url, "--dataset", "random", "--num-prompts", "6", "--random-input-len", "16",
                   "--random-output-len", "8", "--ignore-eos", "--max-concurrency", "3", "--request-timeout", "60",
