@@ -8,5 +8,6 @@ namespace sparkserve::head {
 
 // Prints "sparkserve VERSION (commit C)\ncuda: sm_90a ..." to stdout.
 void PrintVersion();
+void AddTokenizeCommand(CLI::App& app, int* exit_code);  // head/cli/tokenize_command.cc
 
 }  // namespace sparkserve::head

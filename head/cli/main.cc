@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off (default info, or $SPARKSERVE_LOG_LEVEL)");
   int exit_code = 0;
   // Subcommands register here.
+  sparkserve::head::AddTokenizeCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   sparkserve::core::InitLogging(log_level);
   if (version) {
