@@ -352,6 +352,7 @@ void HandleMessages(const ServingContext& ctx, ServingMetrics* metrics, const Ht
   setup.parse_output = true;
   setup.parser_options.starts_in_reasoning = chat.starts_in_reasoning;
   setup.parser_options.parse_tool_calls = parse_tools;
+  setup.parser_options.tools = tools;
   setup.tool_id_prefix = "toolu_";
   setup.stream = stream;
   RequestInfo info{req.method, req.path, req.remote, "msg_" + RandomHex(24), std::chrono::steady_clock::now()};

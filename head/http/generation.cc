@@ -159,6 +159,7 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
     if (finished && !upd.stop_string) {
       SampleText::Update tail = s.text->Finish();
       AppendPieces(upd.pieces, std::move(tail.pieces));
+      if (tail.stop_string) upd.stop_string = tail.stop_string;
     }
     Absorb(s, upd.pieces);
     if (setup_.stream && !client_gone_) formatter_->Delta(ev.index, upd.pieces, ev, s.result);

@@ -373,7 +373,7 @@ void DoAccept(std::shared_ptr<HttpServer::Shared> shared, net::io_context& ioc) 
     if (!shared->acceptor.is_open()) return;
     if (!ec) {
       std::make_shared<Connection>(std::move(socket), shared)->Run();
-    } else {
+    } else if (ec != net::error::operation_aborted) {
       spdlog::warn("http: accept failed: {}", ec.message());
     }
     DoAccept(shared, ioc);

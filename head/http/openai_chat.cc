@@ -4,19 +4,13 @@
 #include <cmath>
 
 #include "fmt/format.h"
+#include "head/chat/output/output_parser.h"
 #include "head/http/api_error.h"
 #include "head/http/sampling_fields.h"
 
 namespace sparkserve::http {
 
 double JsonLogprob(float lp) { return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0; }
-
-bool PromptEndsInsideThink(const std::string& prompt) {
-  size_t open = prompt.rfind("<think>");
-  if (open == std::string::npos) return false;
-  size_t close = prompt.rfind("</think>");
-  return close == std::string::npos || close < open;
-}
 
 namespace {
 
@@ -159,7 +153,7 @@ RenderedChat RenderChatPrompt(const ServingContext& ctx, const Json& messages, c
     throw RequestError(400, fmt::format("cannot tokenize the prompt: {}", std::string(ids.status().message())));
   }
   r.prompt_ids = std::move(*ids);
-  r.starts_in_reasoning = add_generation_prompt && PromptEndsInsideThink(r.prompt);
+  r.starts_in_reasoning = add_generation_prompt && chat::PromptOpensReasoning(r.prompt);
   return r;
 }
 
@@ -418,6 +412,7 @@ void HandleChatCompletions(const ServingContext& ctx, ServingMetrics* metrics, c
   setup.parse_output = true;
   setup.parser_options.starts_in_reasoning = chat.starts_in_reasoning;
   setup.parser_options.parse_tool_calls = parse_tools;
+  setup.parser_options.tools = tools;
   setup.tool_id_prefix = "call_";
   setup.stream = stream;
 

@@ -30,9 +30,6 @@ RenderedChat RenderChatPrompt(const ServingContext& ctx, const Json& messages, c
                               bool add_generation_prompt, bool continue_final_message,
                               const Json& template_kwargs);
 
-// True when the prompt leaves the model inside a <think> block.
-bool PromptEndsInsideThink(const std::string& prompt);
-
 void HandleChatCompletions(const ServingContext& ctx, ServingMetrics* metrics,
                            const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
 

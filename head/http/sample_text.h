@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "head/http/serving_backend.h"
+#include "head/tokenizer/stop_string_matcher.h"
 
 namespace sparkserve::http {
 
@@ -37,8 +38,7 @@ class SampleText {
   std::unique_ptr<IncrementalTextDecoder> decoder_;
   std::unique_ptr<OutputParser> parser_;
   std::vector<std::string> stop_strings_;
-  bool include_stop_;
-  std::string held_;  // decoded text that may still begin a stop string
+  tokenizer::StopStringMatcher stop_;
   std::string released_;
   bool stopped_ = false;
   bool finished_ = false;

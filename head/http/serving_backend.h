@@ -71,6 +71,7 @@ struct OutputParserOptions {
   bool starts_in_reasoning = false;  // the prompt ended inside <think>
   bool parse_reasoning = true;
   bool parse_tool_calls = false;     // tools were given and tool_choice != none
+  Json tools;                        // the request's tools, OpenAI-shaped (null when none)
 };
 
 using OutputParserFactory = std::function<std::unique_ptr<OutputParser>(const OutputParserOptions&)>;
