@@ -1,14 +1,66 @@
-// Unicode normal forms through utf8proc (see normalizer.h).
+// Unicode normal forms through utf8proc, as the Hugging Face library computes them (see normalizer.h).
 #include "head/tokenizer/normalizer.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <iterator>
 
 #include "fmt/format.h"
+#include "head/tokenizer/utf8.h"
 #include "nlohmann/json.hpp"
 #include "utf8proc.h"
 
 namespace sparkserve::tokenizer {
 namespace {
+
+// Code points the HF library's normalization tables do not know (added in later Unicode versions
+// than its normalization crate's), so HF leaves them alone and treats them as plain starters:
+// combining marks of Unicode 10+ and the Dives Akuru composition pair. utf8proc knows them, so
+// text is cut around them and they are copied unchanged. Found by probing every code point with
+// tests/golden/tokenizer/probe_hf_normalizer.py (tokenizers 0.23.3 vs utf8proc 2.8).
+constexpr char32_t kHfUnknownRanges[][2] = {
+    {0x7FD, 0x7FD}, {0x898, 0x89F}, {0x8CA, 0x8D3}, {0x9FE, 0x9FE}, {0xC3C, 0xC3C}, {0xD3B, 0xD3C},
+    {0xEBA, 0xEBA}, {0x1715, 0x1715}, {0x1ABF, 0x1ACE}, {0x1DF6, 0x1DFA}, {0xA82C, 0xA82C},
+    {0x10D24, 0x10D27}, {0x10EAB, 0x10EAC}, {0x10EFD, 0x10EFF}, {0x10F46, 0x10F50},
+    {0x10F82, 0x10F85}, {0x11070, 0x11070}, {0x1133B, 0x1133B}, {0x1145E, 0x1145E},
+    {0x11839, 0x1183A}, {0x11930, 0x11930}, {0x11938, 0x11938}, {0x1193D, 0x1193E},
+    {0x11943, 0x11943}, {0x119E0, 0x119E0}, {0x11A34, 0x11A34}, {0x11A47, 0x11A47},
+    {0x11A99, 0x11A99}, {0x11D42, 0x11D42}, {0x11D44, 0x11D45}, {0x11D97, 0x11D97},
+    {0x11F41, 0x11F42}, {0x16FF0, 0x16FF1}, {0x1E08F, 0x1E08F}, {0x1E130, 0x1E136},
+    {0x1E2AE, 0x1E2AE}, {0x1E2EC, 0x1E2EF}, {0x1E4EC, 0x1E4EF},
+};
+
+bool IsHfUnknown(char32_t c) {
+  if (c < 0x7FD) return false;
+  auto it = std::upper_bound(std::begin(kHfUnknownRanges), std::end(kHfUnknownRanges), c,
+                             [](char32_t v, const char32_t (&r)[2]) { return v < r[0]; });
+  if (it == std::begin(kHfUnknownRanges)) return false;
+  --it;
+  return c <= (*it)[1];
+}
+
+// What a character means for normalization of the text around it.
+enum class CharClass {
+  kStable,     // a boundary: nothing before it interacts with it or after it through it
+  kUnknown,    // HF-unknown: a boundary on both sides, copied unchanged
+  kNeedsWork,  // may change or interact with neighbours (mark, decomposable, composes with previous)
+};
+
+CharClass Classify(char32_t c, NormalForm form) {
+  if (c < 0x80) return CharClass::kStable;
+  const bool composing = form == NormalForm::kNFC || form == NormalForm::kNFKC;
+  // Below U+0300 nothing changes under NFC (no mark, nothing composes with what precedes it).
+  if (c < 0x300 && form == NormalForm::kNFC) return CharClass::kStable;
+  if (IsHfUnknown(c)) return CharClass::kUnknown;
+  if (c >= 0x1100 && c <= 0x11FF) {  // conjoining jamo: vowels and trailing consonants compose
+    return composing && c < 0x1161 ? CharClass::kStable : CharClass::kNeedsWork;
+  }
+  if (c >= 0xAC00 && c <= 0xD7A3) return composing ? CharClass::kStable : CharClass::kNeedsWork;
+  const utf8proc_property_t* p = utf8proc_get_property(static_cast<utf8proc_int32_t>(c));
+  const bool second = p->comb_index != 0xFFFF && (p->comb_index & 0x8000) != 0;
+  if (p->combining_class != 0 || p->decomp_seqindex != 0xFFFF || second) return CharClass::kNeedsWork;
+  return CharClass::kStable;
+}
 
 absl::Status AddSteps(const nlohmann::json& j, std::vector<NormalForm>& steps) {
   if (j.is_null()) return absl::OkStatus();
@@ -38,12 +90,58 @@ absl::Status AddSteps(const nlohmann::json& j, std::vector<NormalForm>& steps) {
   return absl::OkStatus();
 }
 
-// Below U+0300 every character is unchanged by NFC (each is NFC_Quick_Check=Yes and none composes
-// with a later character: combining marks start at U+0300), so such text needs no work.
-bool AllBelowU0300(std::string_view s) {
-  for (char ch : s) {
-    if (static_cast<unsigned char>(ch) >= 0xCC) return false;  // lead byte of U+0300 and above
+bool Utf8procNormalize(std::string_view text, NormalForm form, std::string& out) {
+  if (text.empty()) return true;
+  int options = UTF8PROC_STABLE;
+  options |= (form == NormalForm::kNFC || form == NormalForm::kNFKC) ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE;
+  if (form == NormalForm::kNFKC || form == NormalForm::kNFKD) options |= UTF8PROC_COMPAT;
+  utf8proc_uint8_t* result = nullptr;
+  const utf8proc_ssize_t len = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                                            static_cast<utf8proc_ssize_t>(text.size()), &result,
+                                            static_cast<utf8proc_option_t>(options));
+  if (len < 0) return false;
+  out.append(reinterpret_cast<const char*>(result), static_cast<size_t>(len));
+  std::free(result);
+  return true;
+}
+
+// One normal form over `text` into `out`: stable stretches are copied, and each stretch from the
+// last boundary before a character that needs work to the next boundary after it goes through
+// utf8proc. Normalization never crosses a boundary, so this equals normalizing the whole text.
+bool NormalizeOnce(std::string_view text, NormalForm form, std::string& out) {
+  out.clear();
+  out.reserve(text.size());
+  size_t copied = 0;    // text[0, copied) is in `out`
+  size_t boundary = 0;  // last boundary seen at or after `copied`
+  size_t i = 0;
+  const size_t n = text.size();
+  while (i < n) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {  // ASCII: stable
+      boundary = i++;
+      continue;
+    }
+    const size_t start = i;
+    const CharClass cls = Classify(DecodeUtf8At(text, i), form);
+    if (cls == CharClass::kStable) {
+      boundary = start;
+      continue;
+    }
+    if (cls == CharClass::kUnknown) {
+      boundary = i;  // the stretch before it ends at `start`, which is also a boundary
+      continue;
+    }
+    // Needs work: extend to the next boundary.
+    size_t end = i;
+    while (end < n) {
+      size_t k = end;
+      if (Classify(DecodeUtf8At(text, k), form) != CharClass::kNeedsWork) break;
+      end = k;
+    }
+    out.append(text.substr(copied, boundary - copied));
+    if (!Utf8procNormalize(text.substr(boundary, end - boundary), form, out)) return false;
+    copied = boundary = i = end;
   }
+  out.append(text.substr(copied));
   return true;
 }
 
@@ -56,22 +154,16 @@ absl::StatusOr<Normalizer> Normalizer::FromJson(const nlohmann::json& j) {
 }
 
 bool Normalizer::Apply(std::string_view text, std::string& out) const {
-  out.assign(text);
-  for (NormalForm form : steps_) {
-    const bool compat = form == NormalForm::kNFKC || form == NormalForm::kNFKD;
-    if (form == NormalForm::kNFC && AllBelowU0300(out)) continue;
-    int options = UTF8PROC_STABLE;
-    options |= (form == NormalForm::kNFC || form == NormalForm::kNFKC) ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE;
-    if (compat) options |= UTF8PROC_COMPAT;
-    if (out.empty()) continue;
-    utf8proc_uint8_t* result = nullptr;
-    const utf8proc_ssize_t len = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(out.data()),
-                                              static_cast<utf8proc_ssize_t>(out.size()), &result,
-                                              static_cast<utf8proc_option_t>(options));
-    if (len < 0) return false;
-    out.assign(reinterpret_cast<const char*>(result), static_cast<size_t>(len));
-    std::free(result);
+  if (steps_.empty()) {
+    out.assign(text);
+    return true;
   }
+  std::string current(text);
+  for (NormalForm form : steps_) {
+    if (!NormalizeOnce(current, form, out)) return false;
+    current.swap(out);
+  }
+  out.swap(current);
   return true;
 }
 

@@ -94,14 +94,14 @@ absl::StatusOr<SplitBehavior> ParseBehavior(const nlohmann::json& j) {
 absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::FromJson(const nlohmann::json& j) {
   auto pt = std::unique_ptr<PreTokenizer>(new PreTokenizer());
   if (absl::Status s = pt->AddSteps(j); !s.ok()) return s;
-  if (pt->steps_.empty() || !pt->steps_.back().byte_level) {
-    return absl::UnimplementedError(
-        "pre_tokenizer must end with ByteLevel (only byte-level BPE tokenizers are supported)");
-  }
   for (size_t i = 0; i + 1 < pt->steps_.size(); ++i) {
     if (pt->steps_[i].byte_level) {
       return absl::UnimplementedError("pre_tokenizer: ByteLevel must be the last step of the Sequence");
     }
+  }
+  if (pt->steps_.empty() || !pt->steps_.back().byte_level) {
+    return absl::UnimplementedError(
+        "pre_tokenizer must end with ByteLevel (only byte-level BPE tokenizers are supported)");
   }
   return pt;
 }

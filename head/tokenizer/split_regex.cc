@@ -18,6 +18,24 @@ constexpr std::string_view kNonWhitespaceClass =
     "\\x{0}-\\x{8}\\x{E}-\\x{1F}\\x{21}-\\x{84}\\x{86}-\\x{9F}\\x{A1}-\\x{167F}\\x{1681}-\\x{1FFF}"
     "\\x{200B}-\\x{2027}\\x{202A}-\\x{202E}\\x{2030}-\\x{205E}\\x{2060}-\\x{2FFF}\\x{3001}-\\x{10FFFF}";
 
+// Per general category: code points the HF engine (Oniguruma, newer Unicode) has in \p{X} that
+// PCRE2 10.42 (Unicode 14) does not know.
+struct ClassExtension {
+  std::string_view name;
+  std::string_view extra;  // class contents
+};
+constexpr ClassExtension kHfClassExtensions[] = {
+#include "head/tokenizer/hf_unicode_classes.inc"
+};
+
+// The extra contents for \p{name}, or empty.
+std::string_view ClassExtra(std::string_view name) {
+  for (const auto& e : kHfClassExtensions) {
+    if (e.name == name) return e.extra;
+  }
+  return {};
+}
+
 std::string Pcre2ErrorText(int code) {
   PCRE2_UCHAR buf[256];
   if (pcre2_get_error_message(code, buf, sizeof(buf)) < 0) return fmt::format("PCRE2 error {}", code);
@@ -44,7 +62,7 @@ MatchScratch& ThreadScratch() {
 
 }  // namespace
 
-std::string RewriteWhitespaceEscapes(std::string_view p) {
+std::string RewriteForPcre2(std::string_view p) {
   std::string out;
   out.reserve(p.size() + 64);
   bool in_class = false;
@@ -66,6 +84,26 @@ std::string RewriteWhitespaceEscapes(std::string_view p) {
           out.append("[").append(cls).append("]");
         }
         i += 2;
+        continue;
+      }
+      if (d == 'p' || d == 'P') {  // \pL or \p{Name}: add what newer Unicode put in the class
+        size_t stop = i + 3;
+        std::string_view name = p.substr(i + 2, 1);
+        if (i + 2 < n && p[i + 2] == '{') {
+          const size_t close = p.find('}', i + 3);
+          stop = close == std::string_view::npos ? n : close + 1;
+          name = p.substr(i + 3, stop - i - 4);
+        }
+        const std::string_view escape = p.substr(i, stop - i);
+        const std::string_view extra = ClassExtra(name);
+        if (extra.empty() || (d == 'P' && in_class)) {
+          out.append(escape);  // (a negated class inside a class stays as PCRE2 knows it)
+        } else if (in_class) {
+          out.append(escape).append(extra);
+        } else {
+          out.append(d == 'P' ? "[^" : "[").append("\\p{").append(name).append("}").append(extra).append("]");
+        }
+        i = stop;
         continue;
       }
       if (d == 'Q') {  // \Q...\E: literal text, copied verbatim
@@ -106,7 +144,7 @@ std::string RewriteWhitespaceEscapes(std::string_view p) {
 
 absl::StatusOr<std::unique_ptr<SplitRegex>> SplitRegex::Compile(std::string_view pattern, bool literal) {
   std::unique_ptr<SplitRegex> re(new SplitRegex());
-  re->pattern_ = literal ? std::string(pattern) : RewriteWhitespaceEscapes(pattern);
+  re->pattern_ = literal ? std::string(pattern) : RewriteForPcre2(pattern);
   const uint32_t options = literal ? (PCRE2_UTF | PCRE2_LITERAL) : (PCRE2_UTF | PCRE2_UCP);
   int error = 0;
   PCRE2_SIZE error_offset = 0;

@@ -1,7 +1,9 @@
 // SplitRegex: a pre-tokenizer pattern compiled with PCRE2 (UTF + UCP + JIT) so that it splits text
-// the way the Hugging Face library's Oniguruma engine does. Only difference found between the two
-// engines: PCRE2's \s also matches U+180E, so \s and \S are rewritten to explicit classes first
-// (FORMATS.md §4). Thread-safe: match scratch space is per thread.
+// the way the Hugging Face library's Oniguruma engine does. Differences between the two engines,
+// fixed by rewriting the pattern first: PCRE2's \s also matches U+180E, so \s and \S become explicit
+// classes (FORMATS.md §4); Oniguruma's Unicode tables are newer (16 vs 14), so \p{L}, \p{M}, \p{N},
+// \p{P}, \p{S} get the code points assigned since (hf_unicode_classes.inc, probed from HF).
+// Thread-safe: match scratch space is per thread.
 #pragma once
 #include <memory>
 #include <string>
@@ -13,10 +15,11 @@
 
 namespace sparkserve::tokenizer {
 
-// Rewrites every \s and \S escape of a regex (outside or inside character classes) into the
-// explicit White_Space class Oniguruma uses. Escaped backslashes ("\\s"), \Q..\E quotes and POSIX
-// classes are left alone.
-std::string RewriteWhitespaceEscapes(std::string_view pattern);
+// Rewrites an Oniguruma pattern for PCRE2: every \s and \S escape (outside or inside character
+// classes) becomes the explicit White_Space class Oniguruma uses, and \p{X} / \pX / \P{X} for
+// X in L, M, N, P, S gain the code points Oniguruma's newer tables add (\P{X} inside a class is
+// left as is). Escaped backslashes ("\\s"), \Q..\E quotes and POSIX classes are left alone.
+std::string RewriteForPcre2(std::string_view pattern);
 
 class SplitRegex {
  public:
