@@ -9,5 +9,6 @@ namespace sparkserve::head {
 // Prints "sparkserve VERSION (commit C)\ncuda: sm_90a ..." to stdout.
 void PrintVersion();
 void AddTokenizeCommand(CLI::App& app, int* exit_code);  // head/cli/tokenize_command.cc
+void AddTemplateCommand(CLI::App& app, int* exit_code);  // `sparkserve template` (template_command.cc)
 
 }  // namespace sparkserve::head

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   // Subcommands register here.
   sparkserve::head::AddTokenizeCommand(app, &exit_code);
+  sparkserve::head::AddTemplateCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   sparkserve::core::InitLogging(log_level);
   if (version) {

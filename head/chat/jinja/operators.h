@@ -1,0 +1,33 @@
+// Python operator semantics on template values: arithmetic (int vs float like Python), `~`,
+// comparisons, `in`, iteration, len(), indexing and slicing.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "head/chat/jinja/value.h"
+
+namespace sparkserve::chat::jinja {
+
+// op: + - * / // % ** ~ ; throws a runtime error for unsupported operand types.
+Value BinaryOp(const std::string& op, const Value& a, const Value& b);
+// op: == != < <= > >= in notin
+bool CompareOp(const std::string& op, const Value& a, const Value& b);
+Value Negate(const Value& v);
+Value UnaryPlus(const Value& v);
+// Python `item in container`.
+bool Contains(const Value& container, const Value& item);
+// Python iter(): list/tuple items, dict keys, string characters; undefined iterates as empty.
+ValueList Iterate(const Value& v);
+// Python len(); undefined has length 0.
+int64_t Length(const Value& v);
+// obj[index] for an integer index on a list/tuple/string (negative counts from the end);
+// nullopt when out of range.
+std::optional<Value> IndexSequence(const Value& obj, int64_t index);
+// obj[start:stop:step] (each optional) on a list/tuple/string.
+Value SliceValue(const Value& obj, const Value& start, const Value& stop, const Value& step);
+// Python `%` string formatting (printf-style) with a tuple, dict or single value.
+std::string PercentFormat(const std::string& format, const Value& args);
+// Python str.format with positional and keyword arguments.
+std::string BraceFormat(const std::string& format, const CallArgs& args);
+
+}  // namespace sparkserve::chat::jinja
