@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "absl/status/statusor.h"
+#include "head/engine/histogram.h"
 #include "scheduler/request.h"
 
 namespace sparkserve::head {
@@ -22,6 +23,18 @@ struct EngineStats {
   int32_t total_slots = 0;
   int32_t free_kv_pages = 0;
   int32_t total_kv_pages = 0;
+  int32_t max_seq_len = 0;              // the model's context (prompt + max_tokens must fit)
+  int64_t num_preemptions_total = 0;    // sequences preempted for room (they resume, output kept)
+  // request_success_total{finished_reason=...}: requests by the finish reason of their last sample.
+  int64_t requests_finished_stop = 0;
+  int64_t requests_finished_length = 0;
+  int64_t requests_finished_abort = 0;
+  int64_t requests_finished_error = 0;
+  // Latency histograms (seconds) with vLLM's bucket bounds.
+  Histogram time_to_first_token_s;      // Submit -> first token of the request
+  Histogram time_per_output_token_s;    // gap between consecutive tokens of one sample
+  Histogram e2e_request_latency_s;      // Submit -> last sample finished (not for errors)
+  Histogram iteration_tokens;           // tokens fed per forward step (prefill + decode)
 };
 
 class EngineApi {
@@ -29,11 +42,16 @@ class EngineApi {
   virtual ~EngineApi() = default;
   // Queues `request` (its id is assigned by the engine and returned). Fails with
   // ResourceExhausted when the waiting queue is full (the HTTP layer answers 429), or
-  // InvalidArgument when the prompt plus max_tokens cannot fit the model's context.
+  // InvalidArgument when the prompt plus max_tokens cannot fit the model's context (or a field is
+  // out of range), or Unavailable while the engine drains (the HTTP layer answers 503).
   virtual absl::StatusOr<scheduler::RequestId> Submit(scheduler::Request request, TokenSink sink) = 0;
   // Stops a request (client gone, stop string seen); its slot is free by the next step. The sink
   // receives a final event with FinishReason::kAbort unless the request already finished.
   virtual void Cancel(scheduler::RequestId id) = 0;
+  // Ends a request early with `reason` on its samples' final events: the HTTP side calls
+  // Finish(id, FinishReason::kStop) when it matched a stop string, so the request ends as
+  // stopped rather than aborted. Same timing as Cancel. Doubles may keep this default.
+  virtual void Finish(scheduler::RequestId id, scheduler::FinishReason reason) { Cancel(id); }
   virtual EngineStats Stats() const = 0;
 };
 

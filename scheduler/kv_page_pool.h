@@ -1,0 +1,34 @@
+// KvPagePool: the free list of KV cache pages (each `page_size` token positions of every attention
+// layer). Sequences grow their page tables from it as they advance and give every page back when
+// they finish or are preempted. Page ids only: the memory itself belongs to the ModelRunner.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace sparkserve::scheduler {
+
+class KvPagePool {
+ public:
+  KvPagePool(int32_t num_pages, int32_t page_size);
+
+  int32_t num_pages() const { return static_cast<int32_t>(in_use_.size()); }
+  int32_t page_size() const { return page_size_; }
+  int32_t num_free() const { return static_cast<int32_t>(free_.size()); }
+  // Pages needed to hold `tokens` positions.
+  int32_t PagesFor(int64_t tokens) const;
+  // Pages `pages` lacks to cover `tokens` positions (0 when it already does).
+  int32_t Missing(const std::vector<int32_t>& pages, int64_t tokens) const;
+
+  // Appends pages to `pages` until they cover `tokens` positions. Takes nothing and returns false
+  // when too few pages are free.
+  bool Grow(std::vector<int32_t>& pages, int64_t tokens);
+  // Returns every page of `pages` to the pool and clears it.
+  void Release(std::vector<int32_t>& pages);
+
+ private:
+  int32_t page_size_;
+  std::vector<int32_t> free_;    // stack of free page ids (most recently freed on top)
+  std::vector<uint8_t> in_use_;  // [num_pages]: catches double frees
+};
+
+}  // namespace sparkserve::scheduler

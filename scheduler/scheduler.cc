@@ -1,0 +1,232 @@
+// Scheduler: admission, chunked prefill, decode-first step building and recompute preemption.
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <string>
+
+#include "fmt/format.h"
+
+namespace sparkserve::scheduler {
+
+const char* SeqStatusName(SeqStatus s) {
+  switch (s) {
+    case SeqStatus::kWaiting: return "waiting";
+    case SeqStatus::kRunning: return "running";
+    case SeqStatus::kPreempted: return "preempted";
+    case SeqStatus::kFinished: return "finished";
+  }
+  return "?";
+}
+
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerConfig config,
+                                                             model::ModelCapacity capacity) {
+  if (capacity.num_slots <= 0 || capacity.num_kv_pages <= 0 || capacity.kv_page_size <= 0 ||
+      capacity.max_seq_len <= 0 || capacity.vocab_size <= 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "model capacity cannot run anything: {} slots, {} KV pages of {} tokens, max_seq_len {}, "
+        "vocab {}",
+        capacity.num_slots, capacity.num_kv_pages, capacity.kv_page_size, capacity.max_seq_len,
+        capacity.vocab_size));
+  }
+  if (config.max_batch < 0 || config.prefill_chunk < 0 || config.max_num_batched_tokens <= 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "scheduler config: max_num_batched_tokens ({}) must be > 0, prefill_chunk ({}) and "
+        "max_batch ({}) >= 0",
+        config.max_num_batched_tokens, config.prefill_chunk, config.max_batch));
+  }
+  if (config.max_batch > capacity.num_slots) {
+    return absl::InvalidArgumentError(fmt::format(
+        "max_batch ({}) exceeds the model's {} state slots", config.max_batch, capacity.num_slots));
+  }
+  if (config.max_batch == 0) config.max_batch = capacity.num_slots;
+  if (config.max_num_batched_tokens < config.max_batch) {
+    return absl::InvalidArgumentError(fmt::format(
+        "max_num_batched_tokens ({}) is smaller than max_batch ({}): running sequences could not "
+        "all decode in one step",
+        config.max_num_batched_tokens, config.max_batch));
+  }
+  return std::unique_ptr<Scheduler>(new Scheduler(config, capacity));
+}
+
+Scheduler::Scheduler(SchedulerConfig config, model::ModelCapacity capacity)
+    : config_(config),
+      capacity_(capacity),
+      slots_(capacity.num_slots),
+      pages_(capacity.num_kv_pages, capacity.kv_page_size) {}
+
+absl::Status Scheduler::CheckFits(const model::ModelCapacity& capacity, int64_t prompt_tokens,
+                                  int64_t max_tokens) {
+  if (prompt_tokens <= 0) return absl::InvalidArgumentError("the prompt has no tokens");
+  if (max_tokens < 1) {
+    return absl::InvalidArgumentError(fmt::format("max_tokens must be at least 1, got {}", max_tokens));
+  }
+  const int64_t total = prompt_tokens + max_tokens;
+  if (total > capacity.max_seq_len) {
+    return absl::InvalidArgumentError(fmt::format(
+        "prompt ({} tokens) + max_tokens ({}) = {} tokens exceeds the model's context of {} tokens",
+        prompt_tokens, max_tokens, total, capacity.max_seq_len));
+  }
+  // The last generated token is never fed back, so the KV cache holds total - 1 positions.
+  const int64_t kv_capacity = int64_t{capacity.num_kv_pages} * capacity.kv_page_size;
+  if (total - 1 > kv_capacity) {
+    return absl::InvalidArgumentError(fmt::format(
+        "prompt ({} tokens) + max_tokens ({}) = {} tokens exceeds the KV cache capacity of {} "
+        "tokens",
+        prompt_tokens, max_tokens, total, kv_capacity));
+  }
+  return absl::OkStatus();
+}
+
+Sequence* Scheduler::Add(RequestId request_id, int32_t sample_index, std::vector<int32_t> prompt,
+                         int32_t max_tokens) {
+  auto seq = std::make_unique<Sequence>();
+  seq->id = next_id_++;
+  seq->request_id = request_id;
+  seq->sample_index = sample_index;
+  seq->arrival = next_arrival_++;
+  seq->num_prompt_tokens = static_cast<int32_t>(prompt.size());
+  seq->tokens = std::move(prompt);
+  seq->max_tokens = max_tokens;
+  Sequence* raw = seq.get();
+  seqs_.emplace(raw->id, std::move(seq));
+  waiting_.push_back(raw);  // newest arrival: back of the queue
+  return raw;
+}
+
+int32_t Scheduler::ChunkFor(const Sequence& seq, int32_t budget) const {
+  int32_t n = std::min(seq.num_pending(), budget);
+  if (seq.num_pending() > 1 && config_.prefill_chunk > 0) n = std::min(n, config_.prefill_chunk);
+  return std::max(n, 0);
+}
+
+ScheduledBatch Scheduler::Schedule() {
+  std::vector<ScheduledSeq> picked;
+  int32_t budget = config_.max_num_batched_tokens;
+
+  // Running sequences: decodes first, then prefill chunks; within each, oldest first.
+  for (bool decode_pass : {true, false}) {
+    const std::vector<Sequence*> candidates = running_;  // Preempt edits running_
+    for (Sequence* seq : candidates) {
+      if (budget == 0) break;
+      if (seq->status != SeqStatus::kRunning || seq->num_pending() <= 0) continue;
+      if ((seq->num_pending() == 1) != decode_pass) continue;
+      const int32_t n = ChunkFor(*seq, budget);
+      if (!ReservePages(*seq, int64_t{seq->num_computed} + n, picked, budget)) {
+        Preempt(*seq);  // it is the youngest that needs room: it waits for older ones to finish
+        continue;
+      }
+      picked.push_back({seq, n, seq->num_computed + n == seq->num_tokens()});
+      budget -= n;
+    }
+  }
+
+  // Admission: waiting and preempted sequences in arrival order; never skip the head (no
+  // starvation), never preempt for a newcomer.
+  while (budget > 0 && !waiting_.empty() && num_running() < config_.max_batch) {
+    Sequence* seq = waiting_.front();
+    const int32_t n = ChunkFor(*seq, budget);
+    if (pages_.Missing(seq->kv_pages, n) > pages_.num_free() || slots_.num_free() == 0) break;
+    waiting_.pop_front();
+    seq->slot = *slots_.Acquire();
+    seq->status = SeqStatus::kRunning;
+    seq->num_computed = 0;
+    pages_.Grow(seq->kv_pages, n);
+    InsertByArrival(running_, seq);
+    picked.push_back({seq, n, n == seq->num_tokens()});
+    budget -= n;
+  }
+
+  ScheduledBatch batch;
+  batch.plan.seqs.reserve(picked.size());
+  for (const ScheduledSeq& s : picked) {
+    const Sequence& seq = *s.seq;
+    model::SeqWork work;
+    work.slot = seq.slot;
+    work.start_pos = seq.num_computed;
+    work.tokens.assign(seq.tokens.begin() + seq.num_computed,
+                       seq.tokens.begin() + seq.num_computed + s.num_tokens);
+    work.kv_pages = seq.kv_pages;
+    work.logits = s.samples ? model::LogitsWanted::kLast : model::LogitsWanted::kNone;
+    batch.plan.seqs.push_back(std::move(work));
+    const bool decode = seq.num_computed > 0 && seq.num_pending() == 1;
+    (decode ? batch.num_decode_tokens : batch.num_prefill_tokens) += s.num_tokens;
+  }
+  batch.seqs = std::move(picked);
+  return batch;
+}
+
+bool Scheduler::ReservePages(Sequence& seq, int64_t tokens, std::vector<ScheduledSeq>& picked,
+                             int32_t& budget) {
+  while (pages_.Missing(seq.kv_pages, tokens) > pages_.num_free()) {
+    Sequence* victim = running_.back();  // youngest running sequence
+    if (victim == &seq || victim->arrival < seq.arrival) return false;
+    auto it = std::find_if(picked.begin(), picked.end(),
+                           [&](const ScheduledSeq& s) { return s.seq == victim; });
+    if (it != picked.end()) {
+      budget += it->num_tokens;
+      picked.erase(it);
+    }
+    Preempt(*victim);
+  }
+  return pages_.Grow(seq.kv_pages, tokens);
+}
+
+void Scheduler::Preempt(Sequence& seq) {
+  RemoveRunning(&seq);
+  slots_.Release(seq.slot);
+  seq.slot = -1;
+  pages_.Release(seq.kv_pages);
+  seq.num_computed = 0;  // recompute: prompt + generated tokens are prefilled again on resume
+  seq.status = SeqStatus::kPreempted;
+  ++seq.num_preemptions;
+  ++num_preemptions_;
+  InsertByArrival(waiting_, &seq);
+}
+
+void Scheduler::CommitStep(const ScheduledBatch& batch) {
+  for (const ScheduledSeq& s : batch.seqs) s.seq->num_computed += s.num_tokens;
+}
+
+void Scheduler::AppendToken(Sequence* seq, int32_t token) { seq->tokens.push_back(token); }
+
+void Scheduler::Free(SeqId id) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  Sequence* seq = it->second.get();
+  if (seq->status == SeqStatus::kRunning) {
+    RemoveRunning(seq);
+    slots_.Release(seq->slot);
+    pages_.Release(seq->kv_pages);
+  } else if (seq->status == SeqStatus::kWaiting || seq->status == SeqStatus::kPreempted) {
+    RemoveWaiting(seq);
+  }
+  seq->status = SeqStatus::kFinished;
+  seqs_.erase(it);
+}
+
+Sequence* Scheduler::Find(SeqId id) const {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? nullptr : it->second.get();
+}
+
+void Scheduler::InsertByArrival(std::deque<Sequence*>& queue, Sequence* seq) {
+  auto at = std::upper_bound(queue.begin(), queue.end(), seq,
+                             [](const Sequence* a, const Sequence* b) { return a->arrival < b->arrival; });
+  queue.insert(at, seq);
+}
+
+void Scheduler::InsertByArrival(std::vector<Sequence*>& list, Sequence* seq) {
+  auto at = std::upper_bound(list.begin(), list.end(), seq,
+                             [](const Sequence* a, const Sequence* b) { return a->arrival < b->arrival; });
+  list.insert(at, seq);
+}
+
+void Scheduler::RemoveRunning(Sequence* seq) {
+  running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
+}
+
+void Scheduler::RemoveWaiting(Sequence* seq) {
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
+}
+
+}  // namespace sparkserve::scheduler

@@ -1,0 +1,108 @@
+// Scheduler: continuous batching. Owns the sequences, the slot and KV page pools, and builds each
+// step's StepPlan under a token budget: running decodes first (so they keep flowing while a long
+// prompt prefills), then running prefills in chunks, then newly admitted sequences. When pages run
+// out it preempts the youngest running sequence (recompute: its slot and pages are freed and it later
+// re-prefills prompt + generated tokens; nothing it generated is lost). No tensors, no CUDA.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "model/model_runner.h"
+#include "model/step_plan.h"
+#include "scheduler/kv_page_pool.h"
+#include "scheduler/request.h"
+#include "scheduler/sequence.h"
+#include "scheduler/slot_pool.h"
+
+namespace sparkserve::scheduler {
+
+struct SchedulerConfig {
+  int32_t max_num_batched_tokens = 2048;  // token budget of one step (all sequences together)
+  int32_t prefill_chunk = 512;            // most tokens one sequence prefills in one step (0 = budget)
+  int32_t max_batch = 0;                  // most running sequences (0 = the model's slot count)
+};
+
+// One sequence's share of a scheduled step (parallel to StepPlan::seqs).
+struct ScheduledSeq {
+  Sequence* seq = nullptr;
+  int32_t num_tokens = 0;  // tokens fed this step
+  bool samples = false;    // this step reaches the end of its tokens: the next token is sampled
+};
+
+struct ScheduledBatch {
+  model::StepPlan plan;
+  std::vector<ScheduledSeq> seqs;
+  int32_t num_prefill_tokens = 0;  // tokens of chunks longer than one or of resumed sequences
+  int32_t num_decode_tokens = 0;   // one-token steps of running sequences
+  bool empty() const { return seqs.empty(); }
+};
+
+class Scheduler {
+ public:
+  // Fails on a capacity or config that cannot run anything (no slots, no pages, zero budget).
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(SchedulerConfig config,
+                                                           model::ModelCapacity capacity);
+
+  // InvalidArgument (with the numbers) when one sequence of `prompt_tokens` + `max_tokens` could
+  // never run: longer than the model's context, or more KV than the whole pool. Reads only the
+  // capacity: safe from any thread.
+  static absl::Status CheckFits(const model::ModelCapacity& capacity, int64_t prompt_tokens,
+                                int64_t max_tokens);
+
+  // Queues a new sequence (status kWaiting). The caller has checked it with CheckFits.
+  Sequence* Add(RequestId request_id, int32_t sample_index, std::vector<int32_t> prompt,
+                int32_t max_tokens);
+
+  // Builds the next step. May preempt running sequences (their status becomes kPreempted).
+  ScheduledBatch Schedule();
+  // After the model ran `batch`: the tokens it fed are now in each sequence's state.
+  void CommitStep(const ScheduledBatch& batch);
+  // Appends a sampled token to a sequence that sampled in the committed step.
+  void AppendToken(Sequence* seq, int32_t token);
+  // Forgets a sequence (finished, cancelled or failed); its slot and pages are free at once.
+  void Free(SeqId id);
+
+  Sequence* Find(SeqId id) const;
+  const SchedulerConfig& config() const { return config_; }
+  const model::ModelCapacity& capacity() const { return capacity_; }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }  // incl. preempted
+  int32_t num_free_slots() const { return slots_.num_free(); }
+  int32_t num_slots() const { return slots_.num_slots(); }
+  int32_t num_free_pages() const { return pages_.num_free(); }
+  int32_t num_pages() const { return pages_.num_pages(); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+
+ private:
+  Scheduler(SchedulerConfig config, model::ModelCapacity capacity);
+
+  // Tokens `seq` may feed this step with `budget` tokens left.
+  int32_t ChunkFor(const Sequence& seq, int32_t budget) const;
+  // Grows `seq`'s page table to cover `tokens` positions, preempting running sequences younger
+  // than `seq` (youngest first, dropping any share they already had in `batch`). False when even
+  // that leaves too few pages.
+  bool ReservePages(Sequence& seq, int64_t tokens, std::vector<ScheduledSeq>& batch, int32_t& budget);
+  void Preempt(Sequence& seq);
+  void InsertByArrival(std::deque<Sequence*>& queue, Sequence* seq);
+  void InsertByArrival(std::vector<Sequence*>& list, Sequence* seq);
+  void RemoveRunning(Sequence* seq);
+  void RemoveWaiting(Sequence* seq);
+
+  SchedulerConfig config_;
+  model::ModelCapacity capacity_;
+  SlotPool slots_;
+  KvPagePool pages_;
+  std::unordered_map<SeqId, std::unique_ptr<Sequence>> seqs_;
+  std::vector<Sequence*> running_;  // by arrival, oldest first
+  std::deque<Sequence*> waiting_;   // by arrival, oldest first (preempted ones go back in order)
+  SeqId next_id_ = 1;
+  int64_t next_arrival_ = 0;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace sparkserve::scheduler
