@@ -14,7 +14,11 @@ struct StepOutput {
   // Logits of the requested positions, rows in plan order (for each seq: 0, 1 or n rows).
   core::Tensor logits;                 // f32 [num_logit_rows, vocab]
   std::vector<int32_t> logit_row_begin;  // per seq: first row in `logits` (size seqs + 1, prefix sums)
-  // Final-norm input hidden state of each seq's last token (MTP draft input).
+  // Hidden state of each logit row AFTER the final norm (the lm_head input). This is what MTP
+  // takes as the target hidden (vLLM qwen3_5_mtp / Qwen3NextModel.forward return the normed
+  // hidden to the drafter); after a verify, the row of the last accepted column seeds the next draft.
+  core::Tensor hidden;                 // f32 [num_logit_rows, hidden]
+  // The same (after the final norm) for each seq's last token, whatever `logits` it asked for.
   core::Tensor last_hidden;            // f32 [num_seqs, hidden]
 };
 

@@ -10,5 +10,6 @@ namespace sparkserve::head {
 void PrintVersion();
 void AddTokenizeCommand(CLI::App& app, int* exit_code);  // head/cli/tokenize_command.cc
 void AddTemplateCommand(CLI::App& app, int* exit_code);  // `sparkserve template` (template_command.cc)
+void AddScoreCommand(CLI::App& app, int* exit_code); void AddRunCommand(CLI::App& app, int* exit_code);  // score_command.cc, run_command.cc
 
 }  // namespace sparkserve::head

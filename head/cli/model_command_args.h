@@ -1,0 +1,71 @@
+// Shared pieces of the model-running subcommands (score, run): parsing `--ids 1,2,3`, loading the
+// CPU model sized for one sequence, and the message for text input without a tokenizer.
+#pragma once
+#include <charconv>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "fmt/format.h"
+#include "model/cpu_model_loader.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
+
+namespace sparkserve::head {
+
+// "1,2,3" -> {1, 2, 3}; spaces around items allowed; empty items or non-integers are errors.
+inline absl::StatusOr<std::vector<int32_t>> ParseIdList(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    size_t a = begin, b = end;
+    while (a < b && text[a] == ' ') ++a;
+    while (b > a && text[b - 1] == ' ') --b;
+    int32_t v = 0;
+    const auto [p, ec] = std::from_chars(text.data() + a, text.data() + b, v);
+    if (a == b || ec != std::errc() || p != text.data() + b || v < 0) {
+      return absl::InvalidArgumentError(
+          fmt::format("--ids: '{}' is not a non-negative integer (expected a list like 1,2,3)", text.substr(a, b - a)));
+    }
+    ids.push_back(v);
+    begin = end + 1;
+  }
+  return ids;
+}
+
+// Subcommand callbacks run inside CLI11's parse, before main() installs the stderr logger; this
+// sends our logs to stderr at the --log-level (or $SPARKSERVE_LOG_LEVEL) level meanwhile.
+inline void UseStderrLogging(CLI::App* cmd) {
+  std::string level;
+  if (const CLI::Option* o = cmd->get_parent()->get_option_no_throw("--log-level"); o && o->count() > 0) {
+    level = o->as<std::string>();
+  } else if (const char* env = std::getenv("SPARKSERVE_LOG_LEVEL")) {
+    level = env;
+  }
+  auto logger = spdlog::get(std::string("sparkserve-") + cmd->get_name());
+  if (!logger) logger = spdlog::stderr_color_mt(std::string("sparkserve-") + cmd->get_name());
+  logger->set_level(level.empty() ? spdlog::level::info : spdlog::level::from_str(level));
+  spdlog::set_default_logger(logger);
+}
+
+// The tokenizer layer is not built into this binary yet: text input is refused with this message.
+inline constexpr const char* kNoTokenizerMessage =
+    "text input needs the tokenizer, which this build of sparkserve does not include yet; pass token ids with --ids";
+
+// A CPU runner with one slot sized for `max_len` positions.
+inline absl::StatusOr<std::unique_ptr<model::CpuModelRunner>> LoadSingleSequenceModel(const std::string& dir,
+                                                                                       int64_t max_len) {
+  model::CpuRunnerOptions o;
+  o.state.num_slots = 1;
+  o.state.kv_page_size = 16;
+  o.state.num_kv_pages = static_cast<int32_t>((max_len + 15) / 16);
+  o.state.max_verify_tokens = 1;
+  o.max_seq_len = static_cast<int32_t>(max_len);
+  return model::LoadCpuModel(dir, o);
+}
+
+}  // namespace sparkserve::head

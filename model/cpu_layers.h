@@ -1,0 +1,41 @@
+// CPU forward of Qwen3.5 decoder layers over a ragged batch (one rank's shard): every linear runs
+// once over all the step's tokens; only the GDN recurrence, the conv window and attention are
+// per sequence. Outputs of o_proj/out_proj/down_proj are partial sums, all-reduced here.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kernels/cpu/ops.h"
+#include "model/collective.h"
+#include "model/config.h"
+#include "model/qwen35_state.h"
+#include "model/qwen35_weights.h"
+
+namespace sparkserve::model {
+
+// The step's token layout as the layers see it.
+struct BatchView {
+  int64_t num_tokens = 0;
+  std::vector<kernels::cpu::RaggedSeq> seqs;
+  std::vector<int32_t> positions;                      // [num_tokens]
+  std::vector<std::span<const int32_t>> pages;         // per seq: KV page table
+  std::vector<int32_t> slots;                          // per seq: state slot
+  std::vector<uint8_t> keep_columns;                   // per seq: record per-column GDN/conv state
+};
+
+struct LayerContext {
+  const Qwen35Config& config;
+  const RankShapes& shapes;
+  Qwen35State& state;
+  Collective& collective;
+  const BatchView& batch;
+};
+
+// One decoder layer: residual [T, d] updated in place. `kv` is the layer's KV pool (attention
+// layers), `gdn_index` its GDN state index (linear-attention layers).
+absl::Status DecoderLayerForward(const LayerContext& ctx, const LayerWeights& w,
+                                 const kernels::cpu::KvPool* kv, int32_t gdn_index, float* residual);
+
+}  // namespace sparkserve::model

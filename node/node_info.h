@@ -1,0 +1,14 @@
+// What a node reports about itself in Hello: hostname, devices (cpu + visible CUDA GPUs), capabilities.
+#pragma once
+#include <string>
+
+#include "proto/node.pb.h"
+
+namespace sparkserve::node {
+
+std::string Hostname();
+
+// The cpu (cores, host memory) and every visible CUDA device; capabilities follow from them.
+void DescribeThisNode(proto::HelloResponse* out);
+
+}  // namespace sparkserve::node

@@ -1,0 +1,289 @@
+// Loopback tests of the control plane: NodeClient against an in-process NodeServer (127.0.0.1:0).
+#include "head/cluster/node_client.h"
+
+#include <future>
+#include <thread>
+
+#include "fmt/format.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "gtest/gtest.h"
+#include "node/node_server.h"
+#include "tests/unit/cluster/loopback.h"
+
+namespace sparkserve::cluster {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using std::chrono::milliseconds;
+
+std::unique_ptr<node::NodeServer> StartNode(std::optional<std::string> token = std::nullopt,
+                                            node::NodeOptions options = {}) {
+  options.host = "127.0.0.1";
+  if (options.port == 29500) options.port = 0;
+  options.token = std::move(token);
+  options.cache_dir = "/tmp/sparkserve-test-cache";
+  absl::StatusOr<std::unique_ptr<node::NodeServer>> s = node::NodeServer::Start(std::move(options));
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? *std::move(s) : nullptr;
+}
+
+ConnectOptions WithToken(std::string token) {
+  ConnectOptions o;
+  o.token = std::move(token);
+  o.timeout = milliseconds(5000);
+  return o;
+}
+
+std::string Message(const absl::Status& s) { return std::string(s.message()); }
+
+TEST(NodeClientTest, AcceptsAndReportsTheNode) {
+  auto node = StartNode();
+  ASSERT_NE(node, nullptr);
+  EXPECT_GT(node->port(), 0);
+  ConnectOptions o = WithToken("");
+  o.tp_rank = 1;
+  o.tp_world_size = 2;
+  absl::StatusOr<std::unique_ptr<NodeClient>> c = NodeClient::Connect(node->address(), o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const proto::HelloResponse& h = (*c)->hello();
+  EXPECT_EQ(h.protocol_version(), proto::kNodeProtocolVersion);
+  EXPECT_EQ(h.build_id(), kBuildId);
+  EXPECT_EQ(h.session_id().size(), 32u);
+  EXPECT_EQ(h.session_id().find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_FALSE(h.node_name().empty());
+  EXPECT_EQ(h.cache_dir(), "/tmp/sparkserve-test-cache");
+  ASSERT_GE(h.devices_size(), 1);
+  EXPECT_EQ(h.devices(0).kind(), "cpu");
+  EXPECT_GT(h.devices(0).total_memory_bytes(), 0u);
+  EXPECT_THAT(h.capabilities().backends(), ::testing::Contains("cpu"));
+  EXPECT_THAT(h.capabilities().collectives(), ::testing::Contains("gloo"));
+  EXPECT_EQ(node->service().state(), proto::NODE_STATE_CONNECTED);
+
+  absl::StatusOr<proto::HealthResponse> health = (*c)->Health();
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(health->state(), proto::NODE_STATE_CONNECTED);
+  EXPECT_TRUE(health->has_session());
+  EXPECT_FALSE(health->head_name().empty());
+  EXPECT_GE(health->uptime_seconds(), 0.0);
+  EXPECT_EQ(health->build_id(), kBuildId);
+}
+
+TEST(NodeClientTest, HealthBeforeHelloSaysWaitingAndUptimeGrows) {
+  auto node = StartNode(std::string("tok"));
+  ASSERT_NE(node, nullptr);
+  auto channel = grpc::CreateChannel(node->address(), grpc::InsecureChannelCredentials());
+  auto stub = proto::NodeService::NewStub(channel);
+  auto health = [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + milliseconds(5000));
+    proto::HealthResponse r;
+    grpc::Status st = stub->Health(&ctx, proto::HealthRequest(), &r);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return r;
+  };
+  proto::HealthResponse a = health();
+  EXPECT_EQ(a.state(), proto::NODE_STATE_WAITING_FOR_HEAD);
+  EXPECT_FALSE(a.has_session());
+  std::this_thread::sleep_for(milliseconds(50));
+  proto::HealthResponse b = health();
+  EXPECT_GE(b.uptime_seconds() - a.uptime_seconds(), 0.04);
+}
+
+TEST(NodeClientTest, MatchingTokenIsAccepted) {
+  auto node = StartNode(std::string("correct horse battery staple"));
+  ASSERT_NE(node, nullptr);
+  absl::StatusOr<std::unique_ptr<NodeClient>> c =
+      NodeClient::Connect(node->address(), "correct horse battery staple", milliseconds(5000));
+  ASSERT_TRUE(c.ok()) << c.status();
+}
+
+TEST(NodeClientTest, WrongTokenIsUnauthenticatedWithoutLeakingTokens) {
+  auto node = StartNode(std::string("node-secret"));
+  ASSERT_NE(node, nullptr);
+  absl::StatusOr<std::unique_ptr<NodeClient>> c = NodeClient::Connect(node->address(), WithToken("head-guess"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(Message(c.status()), AllOf(HasSubstr(node->address()), HasSubstr("token mismatch"),
+                                         Not(HasSubstr("node-secret")), Not(HasSubstr("head-guess"))));
+  EXPECT_EQ(node->service().state(), proto::NODE_STATE_WAITING_FOR_HEAD);
+}
+
+TEST(NodeClientTest, PrefixOfTheTokenIsRejected) {
+  auto node = StartNode(std::string("node-secret"));
+  ASSERT_NE(node, nullptr);
+  absl::StatusOr<std::unique_ptr<NodeClient>> c = NodeClient::Connect(node->address(), WithToken("node-secre"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kUnauthenticated);
+}
+
+TEST(NodeClientTest, MissingTokenIsUnauthenticated) {
+  auto node = StartNode(std::string("node-secret"));
+  ASSERT_NE(node, nullptr);
+  absl::StatusOr<std::unique_ptr<NodeClient>> c = NodeClient::Connect(node->address(), WithToken(""));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(Message(c.status()), HasSubstr("requires an auth token"));
+}
+
+TEST(NodeClientTest, NodeWithoutTokenAcceptsAnyHead) {
+  auto node = StartNode();
+  ASSERT_NE(node, nullptr);
+  for (const char* token : {"", "anything", "x"}) {
+    absl::StatusOr<std::unique_ptr<NodeClient>> c = NodeClient::Connect(node->address(), WithToken(token));
+    EXPECT_TRUE(c.ok()) << token << ": " << c.status();
+  }
+}
+
+TEST(NodeClientTest, ProtocolVersionMismatchNamesBothVersions) {
+  auto node = StartNode();
+  ASSERT_NE(node, nullptr);
+  ConnectOptions o = WithToken("");
+  o.protocol_version = 999;
+  absl::StatusOr<std::unique_ptr<NodeClient>> c = NodeClient::Connect(node->address(), o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(Message(c.status()),
+              AllOf(HasSubstr("protocol version mismatch"), HasSubstr("head speaks 999"),
+                    HasSubstr(fmt::format("node speaks {}", proto::kNodeProtocolVersion)), HasSubstr(node->address())));
+}
+
+TEST(NodeClientTest, OlderNodeProtocolIsRefused) {
+  node::NodeOptions opts;
+  opts.protocol_version = proto::kNodeProtocolVersion + 1;
+  auto node = StartNode(std::nullopt, opts);
+  ASSERT_NE(node, nullptr);
+  absl::StatusOr<std::unique_ptr<NodeClient>> c = NodeClient::Connect(node->address(), WithToken(""));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(Message(c.status()), AllOf(HasSubstr(fmt::format("head speaks {}", proto::kNodeProtocolVersion)),
+                                         HasSubstr(fmt::format("node speaks {}", proto::kNodeProtocolVersion + 1))));
+}
+
+TEST(NodeClientTest, BuildIdMismatchNamesBothBuilds) {
+  auto node = StartNode();
+  ASSERT_NE(node, nullptr);
+  ConnectOptions o = WithToken("");
+  o.build_id = "9.9.9+0123456789ab";
+  absl::StatusOr<std::unique_ptr<NodeClient>> c = NodeClient::Connect(node->address(), o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(Message(c.status()), AllOf(HasSubstr("build id mismatch"), HasSubstr("head 9.9.9+0123456789ab"),
+                                         HasSubstr(fmt::format("node {}", kBuildId))));
+}
+
+TEST(NodeClientTest, TokenIsCheckedBeforeVersions) {
+  auto node = StartNode(std::string("node-secret"));
+  ASSERT_NE(node, nullptr);
+  ConnectOptions o = WithToken("wrong");
+  o.build_id = "other";
+  absl::StatusOr<std::unique_ptr<NodeClient>> c = NodeClient::Connect(node->address(), o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(Message(c.status()), Not(HasSubstr(kBuildId)));
+}
+
+TEST(NodeClientTest, NewHelloReplacesTheSession) {
+  auto node = StartNode();
+  ASSERT_NE(node, nullptr);
+  auto a = NodeClient::Connect(node->address(), WithToken(""));
+  auto b = NodeClient::Connect(node->address(), WithToken(""));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE((*a)->session_id(), (*b)->session_id());
+}
+
+TEST(NodeClientTest, UnimplementedRpcsSaySo) {
+  auto node = StartNode();
+  ASSERT_NE(node, nullptr);
+  auto c = NodeClient::Connect(node->address(), WithToken(""));
+  ASSERT_TRUE(c.ok()) << c.status();
+  {
+    grpc::ClientContext ctx;
+    proto::InitCollectiveResponse r;
+    grpc::Status st = (*c)->stub().InitCollective(&ctx, proto::InitCollectiveRequest(), &r);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+    EXPECT_THAT(st.error_message(), HasSubstr("InitCollective is not implemented"));
+  }
+  {
+    grpc::ClientContext ctx;
+    proto::ShutdownResponse r;
+    grpc::Status st = (*c)->stub().Shutdown(&ctx, proto::ShutdownRequest(), &r);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  }
+  {
+    grpc::ClientContext ctx;
+    proto::LoadShardResponse r;
+    auto writer = (*c)->stub().LoadShard(&ctx, &r);
+    proto::LoadShardRequest header;
+    header.mutable_header()->set_session_id((*c)->session_id());
+    writer->Write(header);
+    writer->WritesDone();
+    grpc::Status st = writer->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+    EXPECT_THAT(st.error_message(), HasSubstr("LoadShard is not implemented"));
+  }
+}
+
+TEST(NodeClientTest, UnreachableNodeFailsQuicklyWithADeadlineError) {
+  const std::string target = fmt::format("127.0.0.1:{}", testing::UnusedLoopbackPort());
+  ConnectOptions o = WithToken("");
+  o.timeout = milliseconds(500);
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<std::unique_ptr<NodeClient>> c = NodeClient::Connect(target, o);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kDeadlineExceeded) << c.status();
+  EXPECT_THAT(Message(c.status()), AllOf(HasSubstr(target), HasSubstr("no answer to Hello within 0.5 s")));
+  EXPECT_LT(seconds, 2.0);
+}
+
+TEST(NodeClientTest, PeerThatNeverAnswersFailsQuicklyWithADeadlineError) {
+  testing::LoopbackSocket hang(/*listen_too=*/true);  // accepts TCP, never speaks HTTP/2
+  const std::string target = fmt::format("127.0.0.1:{}", hang.port());
+  ConnectOptions o = WithToken("");
+  o.timeout = milliseconds(500);
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<std::unique_ptr<NodeClient>> c = NodeClient::Connect(target, o);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kDeadlineExceeded) << c.status();
+  EXPECT_THAT(Message(c.status()), HasSubstr(target));
+  EXPECT_LT(seconds, 2.0);
+}
+
+TEST(NodeClientTest, ConnectWaitsForANodeThatStartsLater) {
+  const int port = testing::UnusedLoopbackPort();
+  ConnectOptions o = WithToken("");
+  o.timeout = milliseconds(5000);
+  auto pending = std::async(std::launch::async,
+                            [&] { return NodeClient::Connect(fmt::format("127.0.0.1:{}", port), o); });
+  std::this_thread::sleep_for(milliseconds(300));
+  node::NodeOptions opts;
+  opts.port = port;
+  auto node = StartNode(std::nullopt, opts);
+  ASSERT_NE(node, nullptr);
+  absl::StatusOr<std::unique_ptr<NodeClient>> c = pending.get();
+  EXPECT_TRUE(c.ok()) << c.status();
+}
+
+TEST(NodeServerTest, PortInUseIsAClearError) {
+  testing::LoopbackSocket taken(/*listen_too=*/true);  // without SO_REUSEPORT: gRPC cannot share it
+  node::NodeOptions opts;
+  opts.host = "127.0.0.1";
+  opts.port = taken.port();
+  absl::StatusOr<std::unique_ptr<node::NodeServer>> s = node::NodeServer::Start(opts);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(Message(s.status()), HasSubstr(fmt::format("cannot listen on 127.0.0.1:{}", taken.port())));
+}
+
+TEST(NodeServerTest, JoinHostPortBracketsIpv6) {
+  EXPECT_EQ(node::JoinHostPort("127.0.0.1", 5), "127.0.0.1:5");
+  EXPECT_EQ(node::JoinHostPort("::1", 29500), "[::1]:29500");
+  EXPECT_EQ(node::JoinHostPort("[::1]", 29500), "[::1]:29500");
+}
+
+}  // namespace
+}  // namespace sparkserve::cluster

@@ -1,0 +1,95 @@
+// CpuModelRunner against the Hugging Face fixtures (tests/golden/qwen35): full-prefill logits,
+// greedy continuation, MTP prompt pass and drafts, for every configuration.
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/ops.h"
+#include "tests/unit/model/golden_fixture.h"
+
+namespace sparkserve::model {
+namespace {
+
+using namespace testing;  // NOLINT
+
+class Golden35 : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Golden35, PrefillLogitsMatchTransformers) {
+  const Golden g = LoadGolden(GetParam());
+  auto r = Load(GetParam());
+  ASSERT_NE(r, nullptr);
+  const int32_t T = static_cast<int32_t>(g.ids.size());
+  StepPlan plan;
+  plan.seqs.push_back(Seq(0, 0, g.ids, Pages(0, 8)));
+  auto out = r->Forward(plan);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->logits.numel(), static_cast<int64_t>(g.logits.size()));
+  const double err = RelErr(out->logits.data<float>(), g.logits.data(), g.logits.size());
+  EXPECT_LE(err, 1e-4);
+  RecordProperty("rel_err", std::to_string(err));
+  // The hidden handed to MTP is the lm_head input (after the final norm).
+  ASSERT_EQ(out->hidden.numel(), static_cast<int64_t>(g.hidden.size()));
+  EXPECT_LE(RelErr(out->hidden.data<float>(), g.hidden.data(), g.hidden.size()), 1e-4);
+  EXPECT_EQ(out->logit_row_begin, (std::vector<int32_t>{0, T}));
+}
+
+TEST_P(Golden35, GreedyContinuationMatchesTransformers) {
+  const Golden g = LoadGolden(GetParam());
+  auto r = Load(GetParam());
+  ASSERT_NE(r, nullptr);
+  const int64_t V = r->config().vocab_size;
+  StepPlan plan;
+  plan.seqs.push_back(Seq(0, 0, g.ids, Pages(0, 10), LogitsWanted::kLast));
+  std::vector<int32_t> got;
+  int32_t pos = static_cast<int32_t>(g.ids.size());
+  for (size_t i = 0; i < g.greedy.size(); ++i) {
+    auto out = r->Forward(plan);
+    ASSERT_TRUE(out.ok()) << out.status();
+    const int32_t next = kernels::cpu::Argmax(out->logits.data<float>(), V);
+    got.push_back(next);
+    plan.seqs[0] = Seq(0, pos++, {next}, Pages(0, 10), LogitsWanted::kLast);
+  }
+  EXPECT_EQ(got, g.greedy);
+}
+
+TEST_P(Golden35, MtpPromptPassAndDraftsMatchReference) {
+  const Golden g = LoadGolden(GetParam());
+  auto r = Load(GetParam());
+  ASSERT_NE(r, nullptr);
+  ASSERT_TRUE(r->has_mtp());
+  const int64_t V = r->config().vocab_size, d = r->config().hidden_size;
+  const int32_t T = static_cast<int32_t>(g.ids.size());
+  StepPlan plan;
+  plan.seqs.push_back(Seq(1, 0, g.ids, Pages(8, 8)));
+  auto out = r->Forward(plan);
+  ASSERT_TRUE(out.ok()) << out.status();
+  // MTP over the prompt: position p takes (ids[p+1], hidden[p]).
+  MtpSeqWork w;
+  w.slot = 1;
+  w.start_pos = 0;
+  w.tokens.assign(g.ids.begin() + 1, g.ids.end());
+  w.hidden = out->hidden.Slice(0, T - 1).Clone();
+  w.kv_pages = Pages(8, 8);
+  auto m = r->MtpForward({w});
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->logits.numel(), static_cast<int64_t>(g.mtp_logits.size()));
+  EXPECT_LE(RelErr(m->logits.data<float>(), g.mtp_logits.data(), g.mtp_logits.size()), 1e-4);
+  // Draft chain after the prompt from the target's greedy token.
+  DraftSeq ds;
+  ds.slot = 1;
+  ds.pos = T - 1;
+  ds.token = g.greedy[0];
+  ds.hidden = out->hidden.Slice(T - 1, T).Clone();
+  ds.kv_pages = Pages(8, 8);
+  const int32_t k = static_cast<int32_t>(g.draft_tokens.size());
+  auto dr = r->Draft({ds}, k);
+  ASSERT_TRUE(dr.ok()) << dr.status();
+  EXPECT_EQ(dr->tokens[0], g.draft_tokens);
+  EXPECT_LE(RelErr(dr->logits.data<float>(), g.draft_logits.data(), g.draft_logits.size()), 1e-4);
+  EXPECT_EQ(dr->logits.numel(), k * V);
+  (void)d;
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, Golden35, ::testing::ValuesIn(kConfigs));
+
+}  // namespace
+}  // namespace sparkserve::model
