@@ -140,16 +140,7 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
     if (ev.finish != FinishReason::kNone) s.engine_finished = true;
     if (s.done) return MaybeCancelAfterStops();
     auto now = Clock::now();
-    if (!ev.ids.empty()) {
-      if (!first_token_) {
-        first_token_ = now;
-        if (metrics_) metrics_->ObserveTimeToFirstToken(Seconds(now - info_.arrival));
-      } else if (metrics_) {
-        metrics_->ObserveTimePerOutputToken(Seconds(now - last_token_) /
-                                            static_cast<double>(ev.ids.size()));
-      }
-      last_token_ = now;
-    }
+    if (!ev.ids.empty() && !first_token_) first_token_ = now;
     s.result.ids.insert(s.result.ids.end(), ev.ids.begin(), ev.ids.end());
     s.result.logprobs.insert(s.result.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
     s.result.top_logprobs.insert(s.result.top_logprobs.end(), ev.top_logprobs.begin(),
@@ -175,13 +166,13 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
     if (done_count_ == static_cast<int>(samples_.size())) Complete();
   }
 
-  // Every sample is done for the client but the engine still runs some (stop strings): stop it.
+  // Every sample is done for the client but the engine still runs some (stop strings): end it.
   void MaybeCancelAfterStops() {
     if (cancelled_ || done_count_ != static_cast<int>(samples_.size())) return;
     for (const auto& s : samples_) {
       if (!s.engine_finished) {
         cancelled_ = true;
-        ctx_.engine->Cancel(id_);
+        ctx_.engine->Finish(id_, FinishReason::kStop);  // stop strings: ends as stopped
         return;
       }
     }
@@ -200,10 +191,7 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
       ctx_.engine->Cancel(id_);
     }
     ApiError e{500, fmt::format("generation failed: {}", message), "", 0};
-    if (metrics_) {
-      metrics_->CountFinished("error");
-      metrics_->CountHttpResponse(setup_.stream ? 200 : 500);
-    }
+    if (metrics_) metrics_->CountHttpResponse(setup_.stream ? 200 : 500);
     Log(setup_.stream ? 200 : 500, "error", message);
     formatter_->Failed(e);
   }
@@ -214,11 +202,7 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
     results.reserve(samples_.size());
     for (auto& s : samples_) results.push_back(std::move(s.result));
     const char* finish = client_gone_ ? "abort" : FinishName(results[0].finish);
-    if (metrics_) {
-      metrics_->CountFinished(finish);
-      metrics_->ObserveE2eLatency(Seconds(Clock::now() - info_.arrival));
-      metrics_->CountHttpResponse(200);
-    }
+    if (metrics_) metrics_->CountHttpResponse(200);
     completion_tokens_ = 0;
     for (const auto& r : results) completion_tokens_ += static_cast<int64_t>(r.ids.size());
     Log(200, finish, "");
@@ -254,7 +238,6 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
   int64_t prompt_tokens_ = 0;
   int64_t completion_tokens_ = 0;
   std::optional<Clock::time_point> first_token_;
-  Clock::time_point last_token_;
 };
 
 }  // namespace

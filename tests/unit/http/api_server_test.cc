@@ -559,10 +559,10 @@ TEST_F(ApiServerTest, MetricsPageAfterRequests) {
   ClientReply r = Get("/metrics");
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.headers["content-type"].rfind("text/plain", 0), 0u);
-  for (const char* line : {"sparkserve:request_success_total{finished_reason=\"stop\",model_name=\"tiny\"} 1",
-                           "sparkserve:e2e_request_latency_seconds_count{model_name=\"tiny\"} 1",
+  for (const char* line : {"sparkserve:request_success_total{finished_reason=\"stop\",model_name=\"tiny\"} 5",
+                           "sparkserve:time_to_first_token_seconds_bucket{le=\"1.0\",model_name=\"tiny\"} 1",
                            "sparkserve:time_to_first_token_seconds_count{model_name=\"tiny\"} 1",
-                           "sparkserve:time_per_output_token_seconds_count{model_name=\"tiny\"} 2",
+                           "sparkserve:http_responses_total{status=\"200\",model_name=\"tiny\"} 1",
                            "sparkserve:engine_steps_total{model_name=\"tiny\"} 7",
                            "sparkserve:kv_cache_usage_perc{model_name=\"tiny\"} 0.25",
                            "# TYPE sparkserve:num_requests_running gauge"}) {

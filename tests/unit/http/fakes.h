@@ -211,6 +211,9 @@ class FakeEngine : public head::EngineApi {
     s.steps_total = 7;
     s.total_kv_pages = 100;
     s.free_kv_pages = 75;
+    s.requests_finished_stop = 5;
+    s.time_to_first_token_s = head::Histogram::WithBounds({0.5, 1.0});
+    s.time_to_first_token_s.Observe(0.7);
     return s;
   }
   int running() const { return running_.load(); }

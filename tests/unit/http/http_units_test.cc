@@ -9,30 +9,32 @@ namespace sparkserve::http {
 namespace {
 
 TEST(MetricsTest, HistogramBucketsAreCumulativeWithCountAndSum) {
-  Histogram h({0.1, 1.0});
+  head::Histogram h = head::Histogram::WithBounds({0.1, 1.0});
   h.Observe(0.05);
   h.Observe(0.5);
-  h.Observe(0.5);
+  h.Observe(1.0);
   h.Observe(7.0);
   std::string out;
-  h.Render(out, "m", "model_name=\"x\"");
+  RenderHistogram(out, h, "m", "model_name=\"x\"");
   EXPECT_EQ(out,
             "m_bucket{le=\"0.1\",model_name=\"x\"} 1\n"
             "m_bucket{le=\"1.0\",model_name=\"x\"} 3\n"
             "m_bucket{le=\"+Inf\",model_name=\"x\"} 4\n"
             "m_count{model_name=\"x\"} 4\n"
-            "m_sum{model_name=\"x\"} 8.05\n");
+            "m_sum{model_name=\"x\"} 8.55\n");
 }
 
 TEST(MetricsTest, PageHasVllmNamesUnderTheSparkservePrefix) {
   ServingMetrics m("q\"3");
-  m.CountFinished("length");
-  m.ObserveIterationTokens(12);
+  m.CountHttpResponse(429);
   head::EngineStats s;
   s.num_requests_running = 3;
   s.num_requests_waiting = 2;
   s.prompt_tokens_total = 40;
   s.generation_tokens_total = 9;
+  s.requests_finished_length = 1;
+  s.iteration_tokens = head::Histogram::WithBounds({1, 8, 16});
+  s.iteration_tokens.Observe(12);
   std::string page = m.Render(s);
   for (const char* want :
        {"# TYPE sparkserve:num_requests_running gauge\nsparkserve:num_requests_running{model_name=\"q\\\"3\"} 3.0\n",
@@ -40,11 +42,14 @@ TEST(MetricsTest, PageHasVllmNamesUnderTheSparkservePrefix) {
         "# TYPE sparkserve:prompt_tokens counter\nsparkserve:prompt_tokens_total{model_name=\"q\\\"3\"} 40.0\n",
         "sparkserve:generation_tokens_total{model_name=\"q\\\"3\"} 9.0\n",
         "sparkserve:request_success_total{finished_reason=\"length\",model_name=\"q\\\"3\"} 1\n",
+        "sparkserve:request_success_total{finished_reason=\"stop\",model_name=\"q\\\"3\"} 0\n",
         "# TYPE sparkserve:iteration_tokens_total histogram\n",
         "sparkserve:iteration_tokens_total_bucket{le=\"16.0\",model_name=\"q\\\"3\"} 1\n",
+        "sparkserve:iteration_tokens_total_bucket{le=\"8.0\",model_name=\"q\\\"3\"} 0\n",
         "# TYPE sparkserve:time_to_first_token_seconds histogram\n",
         "# TYPE sparkserve:time_per_output_token_seconds histogram\n",
         "# TYPE sparkserve:e2e_request_latency_seconds histogram\n",
+        "sparkserve:http_responses_total{status=\"429\",model_name=\"q\\\"3\"} 1\n",
         "sparkserve:kv_cache_usage_perc{model_name=\"q\\\"3\"} 0.0\n"}) {
     EXPECT_NE(page.find(want), std::string::npos) << want << "\n---\n" << page;
   }
