@@ -11,5 +11,6 @@ void PrintVersion();
 void AddTokenizeCommand(CLI::App& app, int* exit_code);  // head/cli/tokenize_command.cc
 void AddTemplateCommand(CLI::App& app, int* exit_code);  // `sparkserve template` (template_command.cc)
 void AddScoreCommand(CLI::App& app, int* exit_code); void AddRunCommand(CLI::App& app, int* exit_code);  // score_command.cc, run_command.cc
+void AddServeCommand(CLI::App& app, int* exit_code);  // `sparkserve serve` (serve_command.cc)
 
 }  // namespace sparkserve::head

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   sparkserve::head::AddTokenizeCommand(app, &exit_code);
   sparkserve::head::AddTemplateCommand(app, &exit_code);
   sparkserve::head::AddScoreCommand(app, &exit_code); sparkserve::head::AddRunCommand(app, &exit_code);
+  sparkserve::head::AddServeCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   sparkserve::core::InitLogging(log_level);
   if (version) {

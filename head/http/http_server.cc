@@ -4,8 +4,11 @@
 // hangs up is reported (ResponseChannel::OnClientGone) and its work can be cancelled.
 #include "head/http/http_server.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <mutex>
 #include <optional>
 
@@ -217,9 +220,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
         net::bind_executor(stream_.get_executor(), [self = shared_from_this(), gen](error_code ec) {
           if (gen != self->watch_gen_ || !self->channel_) return;
           if (ec == net::error::operation_aborted) return;
-          error_code ec2;
-          std::size_t n = ec ? 0 : self->stream_.socket().available(ec2);
-          if (ec || ec2 || n == 0) self->ClientGone();
+          if (ec) return self->ClientGone();
+          // Readiness can be stale (an edge reported for bytes a read already took): peek.
+          char byte;
+          ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            return self->ClientGone();  // EOF or a reset
+          }
+          if (n < 0) self->WatchClient();  // nothing there after all: keep watching
+          // n > 0: a pipelined request, left for the next read.
         }));
   }
 
