@@ -17,6 +17,7 @@ void AddRunCommand(CLI::App& app, int* exit_code);    // run_command.cc
 void AddTokenizeCommand(CLI::App& app, int* exit_code);  // head/cli/tokenize_command.cc
 void AddQuantizeCommand(CLI::App& app, int* exit_code);   // head/cli/quantize_command.cc
 void AddDemoModelCommand(CLI::App& app, int* exit_code);  // head/cli/demo_model_command.cc
+void AddServeCommand(CLI::App& app, int* exit_code);  // `sparkserve serve` (serve_command.cc)
 void AddBenchCommand(CLI::App& app, int* exit_code, int argc, char** argv);  // head/cli/bench_command.cc
 
 }  // namespace sparkserve::head

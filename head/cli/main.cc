@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
       ->trigger_on_parse();
   int exit_code = 0;
   // Subcommands register here.
+  sparkserve::head::AddServeCommand(app, &exit_code);
   sparkserve::head::AddInspectCommand(app, &exit_code);
   sparkserve::head::AddTemplateCommand(app, &exit_code);
   sparkserve::head::AddScoreCommand(app, &exit_code);

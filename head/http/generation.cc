@@ -1,0 +1,254 @@
+// GenerationRun: the per-request state machine between the engine's token events and a formatter.
+#include "head/http/generation.h"
+
+#include <random>
+
+#include "boost/asio/post.hpp"
+#include "fmt/format.h"
+#include "head/http/sample_text.h"
+#include "spdlog/spdlog.h"
+
+namespace sparkserve::http {
+
+using Clock = std::chrono::steady_clock;
+using scheduler::FinishReason;
+
+std::string RandomHex(int n) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  static const char* kDigits = "0123456789abcdef";
+  std::string s(static_cast<size_t>(n), '0');
+  for (auto& c : s) c = kDigits[rng() & 15];
+  return s;
+}
+
+std::string SseData(const Json& j) { return fmt::format("data: {}\n\n", DumpJson(j)); }
+std::string SseEvent(const std::string& name, const Json& j) {
+  return fmt::format("event: {}\ndata: {}\n\n", name, DumpJson(j));
+}
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {
+
+const char* FinishName(FinishReason f) {
+  switch (f) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+    case FinishReason::kError: return "error";
+    default: return "none";
+  }
+}
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
+ public:
+  GenerationRun(const ServingContext& ctx, ServingMetrics* metrics,
+                std::shared_ptr<ResponseChannel> channel, ApiFlavor flavor, GenerationSetup setup,
+                std::unique_ptr<GenerationFormatter> formatter, RequestInfo info)
+      : ctx_(ctx),
+        metrics_(metrics),
+        channel_(std::move(channel)),
+        flavor_(flavor),
+        setup_(std::move(setup)),
+        formatter_(std::move(formatter)),
+        info_(std::move(info)) {
+    int n = std::max(1, setup_.request.n);
+    for (int i = 0; i < n; ++i) {
+      std::unique_ptr<OutputParser> parser;
+      if (setup_.parse_output && ctx_.parser_factory) parser = ctx_.parser_factory(setup_.parser_options);
+      samples_.push_back(Sample{
+          std::make_unique<SampleText>(ctx_.codec->NewDecoder(setup_.skip_special_tokens),
+                                       std::move(parser), setup_.stop_strings,
+                                       setup_.include_stop_str_in_output),
+          SampleResult{}, false, false});
+    }
+    prompt_tokens_ = static_cast<int64_t>(setup_.request.prompt_ids.size());
+  }
+
+  void Start() {
+    auto self = shared_from_this();
+    auto exec = channel_->executor();
+    head::TokenSink sink = [self, exec](const scheduler::TokenEvent& ev) {
+      boost::asio::post(exec, [self, ev] { self->OnEvent(ev); });
+    };
+    scheduler::Request req = setup_.request;
+    req.stop.stop_strings = setup_.stop_strings;
+    req.stop.include_stop_str_in_output = setup_.include_stop_str_in_output;
+    auto id = ctx_.engine->Submit(std::move(req), std::move(sink));
+    if (!id.ok()) {
+      ApiError e = ApiErrorFromStatus(id.status());
+      done_ = true;
+      Log(e.status, "rejected", std::string(id.status().message()));
+      if (metrics_) metrics_->CountHttpResponse(e.status);
+      channel_->Respond(ErrorResponse(flavor_, e));
+      return;
+    }
+    id_ = *id;
+    submitted_ = true;
+    channel_->OnClientGone([self] { self->ClientGone(); });
+    if (setup_.stream && !done_) formatter_->Begin();
+  }
+
+ private:
+  struct Sample {
+    std::unique_ptr<SampleText> text;
+    SampleResult result;
+    bool done = false;             // no more output for the client
+    bool engine_finished = false;  // the engine sent its last event
+  };
+
+  void ClientGone() {
+    client_gone_ = true;
+    if (!done_ && submitted_) ctx_.engine->Cancel(id_);
+  }
+
+  void Absorb(Sample& s, const std::vector<OutputPiece>& pieces) {
+    for (const auto& p : pieces) {
+      switch (p.kind) {
+        case OutputPiece::Kind::kContent: s.result.content += p.text; break;
+        case OutputPiece::Kind::kReasoning: s.result.reasoning += p.text; break;
+        case OutputPiece::Kind::kToolCallName:
+          while (static_cast<int32_t>(s.result.tool_calls.size()) <= p.tool_index) {
+            s.result.tool_calls.push_back(ToolCallResult{setup_.tool_id_prefix + RandomHex(24), "", ""});
+          }
+          s.result.tool_calls[p.tool_index].name += p.text;
+          break;
+        case OutputPiece::Kind::kToolCallArguments:
+          while (static_cast<int32_t>(s.result.tool_calls.size()) <= p.tool_index) {
+            s.result.tool_calls.push_back(ToolCallResult{setup_.tool_id_prefix + RandomHex(24), "", ""});
+          }
+          s.result.tool_calls[p.tool_index].arguments += p.text;
+          break;
+      }
+    }
+    AppendPieces(s.result.pieces, pieces);
+  }
+
+  void OnEvent(const scheduler::TokenEvent& ev) {
+    if (done_) return;
+    if (ev.index < 0 || ev.index >= static_cast<int32_t>(samples_.size())) {
+      spdlog::error("http: engine event for sample {} of a {}-sample request", ev.index, samples_.size());
+      return;
+    }
+    Sample& s = samples_[ev.index];
+    if (ev.finish != FinishReason::kNone) s.engine_finished = true;
+    if (s.done) return MaybeCancelAfterStops();
+    auto now = Clock::now();
+    if (!ev.ids.empty() && !first_token_) first_token_ = now;
+    s.result.ids.insert(s.result.ids.end(), ev.ids.begin(), ev.ids.end());
+    s.result.logprobs.insert(s.result.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
+    s.result.top_logprobs.insert(s.result.top_logprobs.end(), ev.top_logprobs.begin(),
+                                 ev.top_logprobs.end());
+    SampleText::Update upd = s.text->Push(ev.ids);
+    bool finished = ev.finish != FinishReason::kNone || upd.stop_string.has_value();
+    if (finished && !upd.stop_string) {
+      SampleText::Update tail = s.text->Finish();
+      AppendPieces(upd.pieces, std::move(tail.pieces));
+      if (tail.stop_string) upd.stop_string = tail.stop_string;
+    }
+    Absorb(s, upd.pieces);
+    if (setup_.stream && !client_gone_) formatter_->Delta(ev.index, upd.pieces, ev, s.result);
+    if (!finished) return;
+    s.done = true;
+    s.result.finish = upd.stop_string ? FinishReason::kStop : ev.finish;
+    s.result.stop_string = upd.stop_string;
+    s.result.error = ev.error;
+    ++done_count_;
+    if (s.result.finish == FinishReason::kError) return Fail(ev.error);
+    if (setup_.stream && !client_gone_) formatter_->SampleFinished(ev.index, s.result);
+    MaybeCancelAfterStops();
+    if (done_count_ == static_cast<int>(samples_.size())) Complete();
+  }
+
+  // Every sample is done for the client but the engine still runs some (stop strings): end it.
+  void MaybeCancelAfterStops() {
+    if (cancelled_ || done_count_ != static_cast<int>(samples_.size())) return;
+    for (const auto& s : samples_) {
+      if (!s.engine_finished) {
+        cancelled_ = true;
+        ctx_.engine->Finish(id_, FinishReason::kStop);  // stop strings: ends as stopped
+        return;
+      }
+    }
+  }
+
+  Usage MakeUsage() const {
+    Usage u{prompt_tokens_, 0};
+    for (const auto& s : samples_) u.completion_tokens += static_cast<int64_t>(s.result.ids.size());
+    return u;
+  }
+
+  void Fail(const std::string& message) {
+    done_ = true;
+    if (!cancelled_) {
+      cancelled_ = true;
+      ctx_.engine->Cancel(id_);
+    }
+    ApiError e{500, fmt::format("generation failed: {}", message), "", 0};
+    if (metrics_) metrics_->CountHttpResponse(setup_.stream ? 200 : 500);
+    Log(setup_.stream ? 200 : 500, "error", message);
+    formatter_->Failed(e);
+  }
+
+  void Complete() {
+    done_ = true;
+    std::vector<SampleResult> results;
+    results.reserve(samples_.size());
+    for (auto& s : samples_) results.push_back(std::move(s.result));
+    const char* finish = client_gone_ ? "abort" : FinishName(results[0].finish);
+    if (metrics_) metrics_->CountHttpResponse(200);
+    completion_tokens_ = 0;
+    for (const auto& r : results) completion_tokens_ += static_cast<int64_t>(r.ids.size());
+    Log(200, finish, "");
+    Usage usage{prompt_tokens_, completion_tokens_};
+    formatter_->Finished(results, usage);
+  }
+
+  void Log(int status, const char* finish, const std::string& detail) {
+    double ms = Seconds(Clock::now() - info_.arrival) * 1e3;
+    double ttft_ms = first_token_ ? Seconds(*first_token_ - info_.arrival) * 1e3 : -1.0;
+    spdlog::info(
+        "request id={} method={} path={} remote={} status={} stream={} n={} prompt_tokens={} "
+        "completion_tokens={} finish={} ttft_ms={:.1f} latency_ms={:.1f}{}{}",
+        info_.response_id, info_.method, info_.path, info_.remote, status, setup_.stream,
+        samples_.size(), prompt_tokens_, completion_tokens_, finish, ttft_ms, ms,
+        detail.empty() ? "" : " detail=", detail);
+  }
+
+  const ServingContext& ctx_;
+  ServingMetrics* metrics_;
+  std::shared_ptr<ResponseChannel> channel_;
+  ApiFlavor flavor_;
+  GenerationSetup setup_;
+  std::unique_ptr<GenerationFormatter> formatter_;
+  RequestInfo info_;
+  std::vector<Sample> samples_;
+  scheduler::RequestId id_ = 0;
+  bool submitted_ = false;
+  bool done_ = false;
+  bool cancelled_ = false;
+  bool client_gone_ = false;
+  int done_count_ = 0;
+  int64_t prompt_tokens_ = 0;
+  int64_t completion_tokens_ = 0;
+  std::optional<Clock::time_point> first_token_;
+};
+
+}  // namespace
+
+void StartGeneration(const ServingContext& ctx, ServingMetrics* metrics,
+                     std::shared_ptr<ResponseChannel> channel, ApiFlavor flavor,
+                     GenerationSetup setup, std::unique_ptr<GenerationFormatter> formatter,
+                     RequestInfo info) {
+  auto run = std::make_shared<GenerationRun>(ctx, metrics, std::move(channel), flavor,
+                                             std::move(setup), std::move(formatter), std::move(info));
+  run->Start();
+}
+
+}  // namespace sparkserve::http

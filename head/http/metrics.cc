@@ -1,0 +1,112 @@
+// ServingMetrics: histograms and counters, Prometheus text exposition (format 0.0.4).
+#include "head/http/metrics.h"
+
+#include <cmath>
+
+#include "fmt/format.h"
+
+namespace sparkserve::http {
+
+namespace {
+std::string Num(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return fmt::format("{:.1f}", v);
+  return fmt::format("{}", v);
+}
+
+void Head(std::string& out, const std::string& name, const char* type, const char* help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+}  // namespace
+
+std::string EscapeLabelValue(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+void RenderHistogram(std::string& out, const head::Histogram& h, const std::string& name,
+                     const std::string& labels) {
+  for (size_t i = 0; i <= h.bounds.size(); ++i) {
+    std::string le = i < h.bounds.size() ? Num(h.bounds[i]) : "+Inf";
+    out += fmt::format("{}_bucket{{le=\"{}\",{}}} {}\n", name, le, labels, h.Cumulative(i));
+  }
+  out += fmt::format("{}_count{{{}}} {}\n", name, labels, h.count);
+  out += fmt::format("{}_sum{{{}}} {}\n", name, labels, Num(h.sum));
+}
+
+ServingMetrics::ServingMetrics(std::string model_name)
+    : labels_(fmt::format("model_name=\"{}\"", EscapeLabelValue(model_name))) {}
+
+void ServingMetrics::CountHttpResponse(int status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++http_responses_[status];
+}
+
+std::string ServingMetrics::Render(const head::EngineStats& st) const {
+  std::string out;
+  auto gauge = [&](const char* short_name, const char* help, double v) {
+    std::string name = fmt::format("sparkserve:{}", short_name);
+    Head(out, name, "gauge", help);
+    out += fmt::format("{}{{{}}} {}\n", name, labels_, Num(v));
+  };
+  auto counter = [&](const char* short_name, const char* help, double v) {
+    std::string name = fmt::format("sparkserve:{}", short_name);
+    Head(out, name, "counter", help);
+    out += fmt::format("{}_total{{{}}} {}\n", name, labels_, Num(v));
+  };
+  gauge("num_requests_running", "Number of requests in model execution batches.",
+        static_cast<double>(st.num_requests_running));
+  gauge("num_requests_waiting", "Number of requests waiting to be processed.",
+        static_cast<double>(st.num_requests_waiting));
+  double kv_usage = st.total_kv_pages > 0
+                        ? 1.0 - static_cast<double>(st.free_kv_pages) / st.total_kv_pages
+                        : 0.0;
+  gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", kv_usage);
+  gauge("num_free_slots", "Sequence state slots free.", static_cast<double>(st.free_slots));
+  gauge("num_total_slots", "Sequence state slots in all.", static_cast<double>(st.total_slots));
+  counter("prompt_tokens", "Number of prefill tokens processed.",
+          static_cast<double>(st.prompt_tokens_total));
+  counter("generation_tokens", "Number of generation tokens processed.",
+          static_cast<double>(st.generation_tokens_total));
+  counter("engine_steps", "Number of engine forward steps run.", static_cast<double>(st.steps_total));
+
+  counter("num_preemptions", "Cumulative number of preemptions.",
+          static_cast<double>(st.num_preemptions_total));
+  {
+    std::string name = "sparkserve:request_success";
+    Head(out, name, "counter", "Count of successfully processed requests.");
+    const std::pair<const char*, int64_t> finished[] = {{"stop", st.requests_finished_stop},
+                                                        {"length", st.requests_finished_length},
+                                                        {"abort", st.requests_finished_abort},
+                                                        {"error", st.requests_finished_error}};
+    for (const auto& [reason, n] : finished) {
+      out += fmt::format("{}_total{{finished_reason=\"{}\",{}}} {}\n", name, reason, labels_, n);
+    }
+  }
+  auto hist = [&](const char* short_name, const char* help, const head::Histogram& h) {
+    std::string name = fmt::format("sparkserve:{}", short_name);
+    Head(out, name, "histogram", help);
+    RenderHistogram(out, h, name, labels_);
+  };
+  hist("time_to_first_token_seconds", "Histogram of time to first token in seconds.", st.time_to_first_token_s);
+  hist("time_per_output_token_seconds", "Histogram of time per output token in seconds.", st.time_per_output_token_s);
+  hist("e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", st.e2e_request_latency_s);
+  hist("iteration_tokens_total", "Histogram of number of tokens per engine step.", st.iteration_tokens);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string name = "sparkserve:http_responses";
+    Head(out, name, "counter", "HTTP responses by status code.");
+    for (const auto& [status, n] : http_responses_) {
+      out += fmt::format("{}_total{{status=\"{}\",{}}} {}\n", name, status, labels_, n);
+    }
+  }
+  return out;
+}
+
+}  // namespace sparkserve::http

@@ -1,0 +1,37 @@
+// ServingMetrics: the /metrics page: the engine's gauges, counters and latency histograms
+// (EngineStats) plus HTTP response counts, in the Prometheus text format under vLLM's metric names
+// with a `sparkserve:` prefix.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "head/engine/engine_api.h"
+
+namespace sparkserve::http {
+
+// Appends `name`_bucket/_count/_sum lines of `h` with `labels` (e.g. model_name="m").
+void RenderHistogram(std::string& out, const head::Histogram& h, const std::string& name,
+                     const std::string& labels);
+
+class ServingMetrics {
+ public:
+  explicit ServingMetrics(std::string model_name);
+
+  void CountHttpResponse(int status);
+
+  // The whole /metrics page.
+  std::string Render(const head::EngineStats& stats) const;
+
+ private:
+  std::string labels_;  // model_name="..."
+  mutable std::mutex mu_;
+  std::map<int, uint64_t> http_responses_;
+};
+
+// Escapes a Prometheus label value (backslash, double quote, newline).
+std::string EscapeLabelValue(const std::string& v);
+
+}  // namespace sparkserve::http

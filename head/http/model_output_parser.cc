@@ -1,0 +1,63 @@
+// Adapter: chat::OutputParser events -> http::OutputPiece.
+#include "head/http/model_output_parser.h"
+
+#include "spdlog/spdlog.h"
+
+namespace sparkserve::http {
+
+namespace {
+
+class ModelOutputParser : public OutputParser {
+ public:
+  explicit ModelOutputParser(chat::OutputParserOptions options) : parser_(std::move(options)) {}
+  std::vector<OutputPiece> Feed(std::string_view text) override { return Convert(parser_.Feed(text)); }
+  std::vector<OutputPiece> Finish() override { return Convert(parser_.Finish()); }
+
+ private:
+  static std::vector<OutputPiece> Convert(const chat::OutputEvents& events) {
+    std::vector<OutputPiece> out;
+    for (const auto& e : events) {
+      switch (e.kind) {
+        case chat::OutputEventKind::kReasoningDelta:
+          out.push_back({OutputPiece::Kind::kReasoning, 0, e.text});
+          break;
+        case chat::OutputEventKind::kContentDelta:
+          out.push_back({OutputPiece::Kind::kContent, 0, e.text});
+          break;
+        case chat::OutputEventKind::kToolCallStart:
+          out.push_back({OutputPiece::Kind::kToolCallName, e.index, e.name});
+          break;
+        case chat::OutputEventKind::kToolCallArgumentsDelta:
+          out.push_back({OutputPiece::Kind::kToolCallArguments, e.index, e.text});
+          break;
+        case chat::OutputEventKind::kToolCallEnd:
+          break;  // the call's markup: removed from the output by design
+      }
+    }
+    return out;
+  }
+  chat::OutputParser parser_;
+};
+
+}  // namespace
+
+OutputParserFactory MakeModelOutputParserFactory(chat::ModelFamily family) {
+  return [family](const OutputParserOptions& o) -> std::unique_ptr<OutputParser> {
+    chat::OutputParserOptions opts = chat::OutputParserOptions::ForFamily(family);
+    opts.parse_reasoning = opts.parse_reasoning && o.parse_reasoning;
+    if (o.parse_tool_calls && o.tools.is_array()) {
+      auto schemas = chat::ToolSchemas::FromTools(nlohmann::json::parse(o.tools.dump()));
+      if (!schemas.ok()) {
+        spdlog::warn("http: tool schemas not usable ({}); tool-call values stay text",
+                     std::string(schemas.status().message()));
+        opts.WithTools(chat::ToolSchemas());
+      } else {
+        opts.WithTools(std::move(*schemas));
+      }
+    }
+    opts.StartingInReasoning(o.starts_in_reasoning);
+    return std::make_unique<ModelOutputParser>(std::move(opts));
+  };
+}
+
+}  // namespace sparkserve::http

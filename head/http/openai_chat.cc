@@ -1,0 +1,427 @@
+// /v1/chat/completions: parsing, chat rendering and the OpenAI chat response shapes.
+#include "head/http/openai_chat.h"
+
+#include <cmath>
+
+#include "fmt/format.h"
+#include "head/chat/output/output_parser.h"
+#include "head/http/api_error.h"
+#include "head/http/sampling_fields.h"
+
+namespace sparkserve::http {
+
+double JsonLogprob(float lp) { return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0; }
+
+namespace {
+
+// Text of a content field: a string, null, or an array of text parts.
+Json NormalizeContent(const Json& content, size_t msg_index) {
+  if (content.is_null() || content.is_string()) return content;
+  if (!content.is_array()) {
+    throw RequestError(400, fmt::format("messages[{}].content must be a string or an array of content parts",
+                                        msg_index), "messages");
+  }
+  std::string text;
+  for (const auto& part : content) {
+    if (!part.is_object()) {
+      throw RequestError(400, fmt::format("messages[{}].content parts must be objects", msg_index), "messages");
+    }
+    auto type = OptString(part, "type").value_or("");
+    if (type == "text") {
+      auto t = part.find("text");
+      if (t == part.end() || !t->is_string()) {
+        throw RequestError(400, fmt::format("messages[{}]: a text part needs a string 'text'", msg_index),
+                           "messages");
+      }
+      text += t->get<std::string>();
+    } else if (type == "image_url" || type == "image" || type == "input_image") {
+      throw RequestError(400, "images are not supported yet", "messages");
+    } else if (type == "input_audio" || type == "audio_url") {
+      throw RequestError(400, "audio is not supported", "messages");
+    } else if (type == "video_url") {
+      throw RequestError(400, "videos are not supported yet", "messages");
+    } else {
+      throw RequestError(400, fmt::format("messages[{}]: unknown content part type '{}'", msg_index, type),
+                         "messages");
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
+Json NormalizeChatMessages(const Json& messages) {
+  if (!messages.is_array()) throw RequestError(400, "'messages' must be an array", "messages");
+  if (messages.empty()) throw RequestError(400, "'messages' must not be empty", "messages");
+  Json out = Json::array();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const Json& m = messages[i];
+    if (!m.is_object()) throw RequestError(400, fmt::format("messages[{}] must be an object", i), "messages");
+    auto role_it = m.find("role");
+    if (role_it == m.end() || !role_it->is_string()) {
+      throw RequestError(400, fmt::format("messages[{}] needs a string 'role'", i), "messages");
+    }
+    std::string role = role_it->get<std::string>();
+    if (role != "system" && role != "developer" && role != "user" && role != "assistant" && role != "tool") {
+      throw RequestError(400, fmt::format("messages[{}] has an unknown role '{}' (expected system, developer, "
+                                          "user, assistant or tool)", i, role), "messages");
+    }
+    Json msg = Json::object();
+    msg["role"] = role == "developer" ? "system" : role;
+    auto content = m.find("content");
+    if (content != m.end()) {
+      msg["content"] = NormalizeContent(*content, i);
+    } else if (role != "assistant") {
+      throw RequestError(400, fmt::format("messages[{}] ({}) needs 'content'", i, role), "messages");
+    }
+    if (role == "assistant") {
+      for (const char* key : {"reasoning_content", "reasoning"}) {
+        auto r = m.find(key);
+        if (r != m.end() && !r->is_null()) {
+          if (!r->is_string()) throw RequestError(400, fmt::format("messages[{}].{} must be a string", i, key), "messages");
+          msg["reasoning_content"] = *r;
+          break;
+        }
+      }
+      auto tc = m.find("tool_calls");
+      if (tc != m.end() && !tc->is_null()) {
+        if (!tc->is_array()) throw RequestError(400, fmt::format("messages[{}].tool_calls must be an array", i), "messages");
+        Json calls = Json::array();
+        for (const auto& call : *tc) {
+          const Json* fn = call.is_object() && call.contains("function") ? &call["function"] : nullptr;
+          if (!fn || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string()) {
+            throw RequestError(400, fmt::format("messages[{}].tool_calls entries need function.name", i), "messages");
+          }
+          Json args = Json::object();
+          auto a = fn->find("arguments");
+          if (a != fn->end() && a->is_string()) {
+            try {
+              args = Json::parse(a->get<std::string>());
+            } catch (const Json::parse_error&) {
+              throw RequestError(400, fmt::format("messages[{}].tool_calls: arguments of '{}' are not valid JSON",
+                                                  i, (*fn)["name"].get<std::string>()), "messages");
+            }
+          } else if (a != fn->end() && a->is_object()) {
+            args = *a;
+          }
+          Json c = {{"id", call.value("id", "")}, {"type", "function"},
+                    {"function", {{"name", (*fn)["name"]}, {"arguments", args}}}};
+          calls.push_back(std::move(c));
+        }
+        msg["tool_calls"] = std::move(calls);
+      }
+    }
+    if (role == "tool") {
+      if (auto id = OptString(m, "tool_call_id")) msg["tool_call_id"] = *id;
+    }
+    if (auto name = m.find("name"); name != m.end() && name->is_string()) msg["name"] = *name;
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+Json NormalizeChatTools(const Json& body) {
+  auto it = body.find("tools");
+  if (it == body.end() || it->is_null()) return nullptr;
+  if (!it->is_array()) throw RequestError(400, "'tools' must be an array", "tools");
+  if (it->empty()) return nullptr;
+  Json out = Json::array();
+  for (const auto& t : *it) {
+    if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
+        !t["function"].is_object() || !t["function"].contains("name") || !t["function"]["name"].is_string()) {
+      throw RequestError(400, "each of 'tools' must be {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                         "tools");
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+RenderedChat RenderChatPrompt(const ServingContext& ctx, const Json& messages, const Json& tools,
+                              bool add_generation_prompt, bool continue_final_message,
+                              const Json& template_kwargs) {
+  RenderedChat r;
+  auto prompt = ctx.codec->RenderChat(messages, tools, add_generation_prompt, continue_final_message,
+                                      template_kwargs);
+  if (!prompt.ok()) {
+    throw RequestError(400, fmt::format("the chat template rejected the request: {}",
+                                        std::string(prompt.status().message())), "messages");
+  }
+  r.prompt = std::move(*prompt);
+  auto ids = ctx.codec->Encode(r.prompt, /*add_special_tokens=*/false);
+  if (!ids.ok()) {
+    throw RequestError(400, fmt::format("cannot tokenize the prompt: {}", std::string(ids.status().message())));
+  }
+  r.prompt_ids = std::move(*ids);
+  r.starts_in_reasoning = add_generation_prompt && chat::PromptOpensReasoning(r.prompt);
+  return r;
+}
+
+namespace {
+
+Json LogprobEntry(const TextCodec& codec, int32_t id, float lp) {
+  std::string tok = codec.TokenString(id);
+  Json bytes = Json::array();
+  for (unsigned char c : tok) bytes.push_back(static_cast<int>(c));
+  return Json{{"token", tok}, {"logprob", JsonLogprob(lp)}, {"bytes", bytes}};
+}
+
+// Chat logprobs for tokens [begin, end) of a sample: {"content": [...]}.
+Json ChatLogprobs(const TextCodec& codec, const SampleResult& r, size_t begin, size_t end, int top) {
+  Json content = Json::array();
+  for (size_t i = begin; i < end && i < r.logprobs.size(); ++i) {
+    Json e = LogprobEntry(codec, r.logprobs[i].id, r.logprobs[i].logprob);
+    Json tops = Json::array();
+    if (i < r.top_logprobs.size()) {
+      for (size_t k = 0; k < r.top_logprobs[i].size() && static_cast<int>(k) < top; ++k) {
+        tops.push_back(LogprobEntry(codec, r.top_logprobs[i][k].id, r.top_logprobs[i][k].logprob));
+      }
+    }
+    e["top_logprobs"] = std::move(tops);
+    content.push_back(std::move(e));
+  }
+  return Json{{"content", std::move(content)}};
+}
+
+const char* ChatFinishReason(const SampleResult& r) {
+  switch (r.finish) {
+    case scheduler::FinishReason::kLength: return "length";
+    case scheduler::FinishReason::kAbort: return "abort";
+    case scheduler::FinishReason::kError: return "error";
+    default: return r.tool_calls.empty() ? "stop" : "tool_calls";
+  }
+}
+
+Json UsageJson(const Usage& u) {
+  return Json{{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.completion_tokens},
+              {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+class ChatFormatter : public GenerationFormatter {
+ public:
+  ChatFormatter(const ServingContext& ctx, std::shared_ptr<ResponseChannel> channel, std::string id,
+                bool stream, bool include_usage, bool logprobs, int top_logprobs, int n)
+      : ctx_(ctx),
+        channel_(std::move(channel)),
+        id_(std::move(id)),
+        created_(UnixNow()),
+        stream_(stream),
+        include_usage_(include_usage),
+        logprobs_(logprobs),
+        top_logprobs_(top_logprobs),
+        n_(n),
+        sent_logprobs_(static_cast<size_t>(n), 0) {}
+
+  void Begin() override {
+    channel_->StartStream(200, "text/event-stream");
+    for (int i = 0; i < n_; ++i) {
+      Json delta = {{"role", "assistant"}, {"content", ""}};
+      Send(Chunk(i, std::move(delta), nullptr, nullptr));
+    }
+  }
+
+  void Delta(int32_t index, const std::vector<OutputPiece>& pieces, const scheduler::TokenEvent& ev,
+             const SampleResult& so_far) override {
+    Json lp = nullptr;
+    if (logprobs_ && so_far.logprobs.size() > sent_logprobs_[index]) {
+      lp = ChatLogprobs(*ctx_.codec, so_far, sent_logprobs_[index], so_far.logprobs.size(), top_logprobs_);
+      sent_logprobs_[index] = so_far.logprobs.size();
+    }
+    for (const auto& p : pieces) {
+      Json delta = Json::object();
+      switch (p.kind) {
+        case OutputPiece::Kind::kContent: delta["content"] = p.text; break;
+        case OutputPiece::Kind::kReasoning: delta["reasoning_content"] = p.text; break;
+        case OutputPiece::Kind::kToolCallName: {
+          const auto& call = so_far.tool_calls.at(p.tool_index);
+          delta["tool_calls"] = Json::array({Json{{"index", p.tool_index}, {"id", call.id}, {"type", "function"},
+                                                  {"function", {{"name", p.text}, {"arguments", ""}}}}});
+          break;
+        }
+        case OutputPiece::Kind::kToolCallArguments:
+          delta["tool_calls"] = Json::array({Json{{"index", p.tool_index}, {"function", {{"arguments", p.text}}}}});
+          break;
+      }
+      Send(Chunk(index, std::move(delta), std::move(lp), nullptr));
+      lp = nullptr;
+    }
+    if (!lp.is_null()) Send(Chunk(index, Json::object(), std::move(lp), nullptr));
+  }
+
+  void SampleFinished(int32_t index, const SampleResult& r) override {
+    Json c = Chunk(index, Json::object(), nullptr, ChatFinishReason(r));
+    c["choices"][0]["stop_reason"] = r.stop_string ? Json(*r.stop_string) : Json(nullptr);
+    Send(c);
+  }
+
+  void Finished(const std::vector<SampleResult>& results, const Usage& usage) override {
+    if (stream_) {
+      if (include_usage_) {
+        Json c = Base("chat.completion.chunk");
+        c["choices"] = Json::array();
+        c["usage"] = UsageJson(usage);
+        Send(c);
+      }
+      channel_->Write("data: [DONE]\n\n");
+      channel_->End();
+      return;
+    }
+    Json body = Base("chat.completion");
+    Json choices = Json::array();
+    for (size_t i = 0; i < results.size(); ++i) {
+      const SampleResult& r = results[i];
+      Json msg = {{"role", "assistant"}};
+      msg["content"] = (r.content.empty() && !r.tool_calls.empty()) ? Json(nullptr) : Json(r.content);
+      msg["reasoning_content"] = r.reasoning.empty() ? Json(nullptr) : Json(r.reasoning);
+      if (!r.tool_calls.empty()) {
+        Json calls = Json::array();
+        for (const auto& c : r.tool_calls) {
+          calls.push_back({{"id", c.id}, {"type", "function"},
+                           {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+        }
+        msg["tool_calls"] = std::move(calls);
+      }
+      Json choice = {{"index", i}, {"message", std::move(msg)}};
+      choice["logprobs"] = logprobs_ ? ChatLogprobs(*ctx_.codec, r, 0, r.logprobs.size(), top_logprobs_)
+                                     : Json(nullptr);
+      choice["finish_reason"] = ChatFinishReason(r);
+      choice["stop_reason"] = r.stop_string ? Json(*r.stop_string) : Json(nullptr);
+      choices.push_back(std::move(choice));
+    }
+    body["choices"] = std::move(choices);
+    body["usage"] = UsageJson(usage);
+    channel_->Respond(HttpResponse{200, "application/json", {}, DumpJson(body)});
+  }
+
+  void Failed(const ApiError& e) override {
+    if (stream_) {
+      channel_->Write(fmt::format("data: {}\n\n", OpenAiErrorJson(e)));
+      channel_->Write("data: [DONE]\n\n");
+      channel_->End();
+    } else {
+      channel_->Respond(ErrorResponse(ApiFlavor::kOpenAi, e));
+    }
+  }
+
+ private:
+  Json Base(const char* object) const {
+    return Json{{"id", id_}, {"object", object}, {"created", created_}, {"model", ctx_.model_name}};
+  }
+  Json Chunk(int32_t index, Json delta, Json logprobs, const char* finish) const {
+    Json c = Base("chat.completion.chunk");
+    Json choice = {{"index", index}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)}};
+    choice["finish_reason"] = finish ? Json(finish) : Json(nullptr);
+    c["choices"] = Json::array({std::move(choice)});
+    if (include_usage_) c["usage"] = nullptr;
+    return c;
+  }
+  void Send(const Json& j) { channel_->Write(SseData(j)); }
+
+  const ServingContext& ctx_;
+  std::shared_ptr<ResponseChannel> channel_;
+  std::string id_;
+  int64_t created_;
+  bool stream_;
+  bool include_usage_;
+  bool logprobs_;
+  int top_logprobs_;
+  int n_;
+  std::vector<size_t> sent_logprobs_;
+};
+
+}  // namespace
+
+void HandleChatCompletions(const ServingContext& ctx, ServingMetrics* metrics, const HttpRequest& req,
+                           std::shared_ptr<ResponseChannel> channel) {
+  Json body = ParseJsonObject(req.body);
+  CheckModelName(body, ctx);
+  auto msgs_it = body.find("messages");
+  if (msgs_it == body.end()) throw RequestError(400, "'messages' is required", "messages");
+  Json messages = NormalizeChatMessages(*msgs_it);
+  Json tools = NormalizeChatTools(body);
+
+  // tool_choice: none | auto | required | {"type": "function", "function": {"name": ...}}.
+  bool parse_tools = !tools.is_null();
+  if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
+    if (tc->is_string()) {
+      std::string choice = tc->get<std::string>();
+      if (choice == "none") {
+        parse_tools = false;
+      } else if (choice == "required") {
+        if (tools.is_null()) throw RequestError(400, "tool_choice 'required' needs 'tools'", "tool_choice");
+      } else if (choice != "auto") {
+        throw RequestError(400, fmt::format("unknown tool_choice '{}' (none, auto, required, or a named function)",
+                                            choice), "tool_choice");
+      }
+    } else if (tc->is_object()) {
+      std::string name;
+      if (tc->contains("function") && (*tc)["function"].is_object()) {
+        name = (*tc)["function"].value("name", "");
+      }
+      bool known = false;
+      if (!tools.is_null()) {
+        for (const auto& t : tools) known = known || t["function"]["name"] == name;
+      }
+      if (!known) {
+        throw RequestError(400, fmt::format("tool_choice names function '{}', which is not in 'tools'", name),
+                           "tool_choice");
+      }
+    } else {
+      throw RequestError(400, "'tool_choice' must be a string or an object", "tool_choice");
+    }
+  }
+
+  Json kwargs = Json::object();
+  if (auto k = body.find("chat_template_kwargs"); k != body.end() && !k->is_null()) {
+    if (!k->is_object()) throw RequestError(400, "'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    kwargs = *k;
+  }
+  bool add_generation_prompt = OptBool(body, "add_generation_prompt").value_or(true);
+  bool continue_final = OptBool(body, "continue_final_message").value_or(false);
+  if (add_generation_prompt && continue_final) {
+    throw RequestError(400, "'continue_final_message' and 'add_generation_prompt' cannot both be true",
+                       "continue_final_message");
+  }
+
+  bool stream = OptBool(body, "stream").value_or(false);
+  bool include_usage = false;
+  if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
+    if (!so->is_object()) throw RequestError(400, "'stream_options' must be an object", "stream_options");
+    if (!stream) throw RequestError(400, "'stream_options' is only allowed with 'stream': true", "stream_options");
+    include_usage = OptBool(*so, "include_usage").value_or(false);
+  }
+  bool logprobs = OptBool(body, "logprobs").value_or(false);
+  int top_logprobs = static_cast<int>(OptIntIn(body, "top_logprobs", 0, 20).value_or(0));
+  if (top_logprobs > 0 && !logprobs) {
+    throw RequestError(400, "'top_logprobs' needs 'logprobs': true", "top_logprobs");
+  }
+
+  SamplingFields fields = ReadSamplingFields(body, ctx, {"max_completion_tokens", "max_tokens"});
+  fields.sampling.logprobs = logprobs ? top_logprobs : -1;
+
+  RenderedChat chat = RenderChatPrompt(ctx, messages, tools, add_generation_prompt, continue_final, kwargs);
+  int32_t max_tokens = ResolveMaxTokens(ctx, chat.prompt_ids.size(), fields.max_tokens,
+                                        body.contains("max_completion_tokens") ? "max_completion_tokens"
+                                                                               : "max_tokens");
+  GenerationSetup setup;
+  setup.request = MakeEngineRequest(fields, std::move(chat.prompt_ids), max_tokens);
+  setup.stop_strings = fields.stop_strings;
+  setup.include_stop_str_in_output = fields.include_stop_str_in_output;
+  setup.skip_special_tokens = fields.skip_special_tokens;
+  setup.parse_output = true;
+  setup.parser_options.starts_in_reasoning = chat.starts_in_reasoning;
+  setup.parser_options.parse_tool_calls = parse_tools;
+  setup.parser_options.tools = tools;
+  setup.tool_id_prefix = "call_";
+  setup.stream = stream;
+
+  RequestInfo info{req.method, req.path, req.remote, "chatcmpl-" + RandomHex(32),
+                   std::chrono::steady_clock::now()};
+  auto formatter = std::make_unique<ChatFormatter>(ctx, channel, info.response_id, stream, include_usage,
+                                                   logprobs, top_logprobs, fields.n);
+  StartGeneration(ctx, metrics, std::move(channel), ApiFlavor::kOpenAi, std::move(setup),
+                  std::move(formatter), std::move(info));
+}
+
+}  // namespace sparkserve::http

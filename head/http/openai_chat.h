@@ -1,0 +1,39 @@
+// POST /v1/chat/completions: request -> chat template -> engine request, and the chat.completion /
+// chat.completion.chunk responses (reasoning_content, tool_calls, logprobs, usage).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "head/http/generation.h"
+#include "head/http/http_server.h"
+#include "head/http/json_io.h"
+#include "head/http/metrics.h"
+#include "head/http/serving_backend.h"
+
+namespace sparkserve::http {
+
+// OpenAI `messages` as the chat template wants them: text parts joined into a string (image or
+// audio parts: 400), assistant tool-call arguments parsed into objects, roles checked.
+Json NormalizeChatMessages(const Json& messages);
+// OpenAI `tools` checked ({type: function, function: {name, ...}}); null when absent or empty.
+Json NormalizeChatTools(const Json& body);
+
+// A rendered chat prompt and what the output parser must know about it.
+struct RenderedChat {
+  std::string prompt;
+  std::vector<int32_t> prompt_ids;
+  bool starts_in_reasoning = false;
+};
+
+// Renders `messages`/`tools` with the template (400 when the template rejects them) and tokenizes.
+RenderedChat RenderChatPrompt(const ServingContext& ctx, const Json& messages, const Json& tools,
+                              bool add_generation_prompt, bool continue_final_message,
+                              const Json& template_kwargs);
+
+void HandleChatCompletions(const ServingContext& ctx, ServingMetrics* metrics,
+                           const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
+
+// The OpenAI logprob value for JSON (-inf becomes -9999.0, as vLLM does).
+double JsonLogprob(float lp);
+
+}  // namespace sparkserve::http

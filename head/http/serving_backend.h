@@ -1,0 +1,103 @@
+// What the HTTP layer needs from the rest of the head, as small interfaces: text <-> token ids and
+// chat rendering (TextCodec), the model-output parser (reasoning / tool-call markup), and the engine
+// (head/engine/engine_api.h). `sparkserve serve` plugs the real tokenizer, chat template, parsers
+// and engine in; tests plug doubles.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "head/engine/engine_api.h"
+#include "head/http/json_io.h"
+#include "scheduler/request.h"
+
+namespace sparkserve::http {
+
+// Turns a growing list of generated ids into text pieces that are complete UTF-8.
+class IncrementalTextDecoder {
+ public:
+  virtual ~IncrementalTextDecoder() = default;
+  // Adds `ids`; returns the text that became final.
+  virtual std::string Push(std::span<const int32_t> ids) = 0;
+  // At the end of the output: whatever is still held back (an incomplete UTF-8 tail, as U+FFFD).
+  virtual std::string Flush() = 0;
+};
+
+class TextCodec {
+ public:
+  virtual ~TextCodec() = default;
+  virtual absl::StatusOr<std::vector<int32_t>> Encode(const std::string& text,
+                                                      bool add_special_tokens) const = 0;
+  virtual std::string Decode(std::span<const int32_t> ids, bool skip_special_tokens) const = 0;
+  virtual std::unique_ptr<IncrementalTextDecoder> NewDecoder(bool skip_special_tokens) const = 0;
+  // One token's own text (logprobs' "token" field, /tokenize's token_strs).
+  virtual std::string TokenString(int32_t id) const = 0;
+  virtual int32_t vocab_size() const = 0;
+  // Renders OpenAI-shaped `messages` (content already plain strings, tool-call arguments as
+  // objects) and `tools` (array, or null) with the model's chat template. `template_kwargs` are
+  // extra template variables (enable_thinking, ...). InvalidArgument for a chat the template
+  // rejects (raise_exception).
+  virtual absl::StatusOr<std::string> RenderChat(const Json& messages, const Json& tools,
+                                                 bool add_generation_prompt,
+                                                 bool continue_final_message,
+                                                 const Json& template_kwargs) const = 0;
+};
+
+// One piece of parsed model output, in output order. Concatenating the kContent and kReasoning
+// texts and the markup the parser removed gives back the decoded text exactly.
+struct OutputPiece {
+  enum class Kind { kContent, kReasoning, kToolCallName, kToolCallArguments };
+  Kind kind = Kind::kContent;
+  int32_t tool_index = 0;  // which tool call (kToolCall*), counting from 0 within a sample
+  std::string text;        // content/reasoning text, the tool's name, or a fragment of its JSON arguments
+};
+
+// Splits one sample's decoded text, fed incrementally, into content, reasoning and tool calls.
+class OutputParser {
+ public:
+  virtual ~OutputParser() = default;
+  virtual std::vector<OutputPiece> Feed(std::string_view text) = 0;
+  // End of output: releases anything held back (an unfinished tag is content/reasoning text).
+  virtual std::vector<OutputPiece> Finish() = 0;
+};
+
+struct OutputParserOptions {
+  bool starts_in_reasoning = false;  // the prompt ended inside <think>
+  bool parse_reasoning = true;
+  bool parse_tool_calls = false;     // tools were given and tool_choice != none
+  Json tools;                        // the request's tools, OpenAI-shaped (null when none)
+};
+
+using OutputParserFactory = std::function<std::unique_ptr<OutputParser>(const OutputParserOptions&)>;
+
+// Passes everything through as content (completions, or a model without markup).
+class PlainOutputParser : public OutputParser {
+ public:
+  std::vector<OutputPiece> Feed(std::string_view text) override {
+    if (text.empty()) return {};
+    return {OutputPiece{OutputPiece::Kind::kContent, 0, std::string(text)}};
+  }
+  std::vector<OutputPiece> Finish() override { return {}; }
+};
+
+// Everything a request handler needs; owned by `sparkserve serve` (or a test).
+struct ServingContext {
+  head::EngineApi* engine = nullptr;
+  const TextCodec* codec = nullptr;
+  OutputParserFactory parser_factory;        // null: PlainOutputParser
+  std::string model_name = "sparkserve";    // --served-model-name
+  int64_t created_unix = 0;                 // /v1/models "created"
+  int32_t max_seq_len = 4096;               // prompt + output limit
+  int32_t default_max_tokens = 0;           // cap when a request gives none (0: context limit)
+  scheduler::SamplingParams default_sampling;  // from generation_config.json
+  std::string api_key;                      // empty: no auth
+  std::atomic<bool>* ready = nullptr;       // /health is 503 until *ready (null: ready)
+};
+
+}  // namespace sparkserve::http

@@ -1,0 +1,119 @@
+"""Fixtures for the HTTP e2e tests: a tiny servable model directory and a running `sparkserve serve`.
+
+The model is the golden tiny Qwen3.5 (tests/golden/qwen35/text_tied, vocab 512, random weights);
+its tokenizer is a byte-level BPE trained here with the `tokenizers` library to exactly 512 ids
+(so every id the model can emit decodes to text), and its chat template is the real Qwen3.5 one
+from ../shared/fixtures. The server runs on loopback on an ephemeral port.
+"""
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+
+import httpx
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIXTURES = os.path.join(REPO, "..", "shared", "fixtures")
+GOLDEN = os.path.join(REPO, "tests", "golden", "qwen35", "text_tied")
+BUILD_DIR = os.environ.get("SPARKSERVE_BUILD_DIR", os.path.join(REPO, "build"))
+SPARKSERVE = os.path.join(BUILD_DIR, "bin", "sparkserve")
+API_KEY = "e2e-secret-key"
+MODEL_NAME = "tiny-qwen"
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>"]
+NOT_SPECIAL = {"<think>", "</think>", "<tool_call>", "</tool_call>"}  # as in the Qwen tokenizers
+
+
+def _train_tokenizer(path):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    rng = random.Random(0)
+    syll = ["ka", "to", "ri", "me", "su", "na", "lo", "pe", "vi", "da", "the", "and", "ing", "er", "on",
+            "at", "hello", "world", "you", "are"]
+    words = ["".join(rng.choice(syll) for _ in range(rng.randint(1, 3))) for _ in range(3000)]
+    corpus = [" ".join(words[i:i + 12]) for i in range(0, len(words), 12)]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=512, special_tokens=SPECIALS, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(corpus, trainer)
+    assert tok.get_vocab_size() == 512
+    tok.save(path)
+    j = json.load(open(path))
+    for added in j["added_tokens"]:
+        if added["content"] in NOT_SPECIAL:
+            added["special"] = False
+    json.dump(j, open(path, "w"), ensure_ascii=False)
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tiny_model")
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(GOLDEN, name), d / name)
+    _train_tokenizer(str(d / "tokenizer.json"))
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(str(d / "tokenizer.json"))
+    eos = [tok.token_to_id("<|im_end|>"), tok.token_to_id("<|endoftext|>")]
+    json.dump({"eos_token_id": eos}, open(d / "generation_config.json", "w"))
+    json.dump({"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None,
+               "tokenizer_class": "Qwen2Tokenizer"}, open(d / "tokenizer_config.json", "w"))
+    shutil.copy(os.path.join(FIXTURES, "qwen3_5-chat_template.jinja"), d / "chat_template.jinja")
+    return d
+
+
+class Server:
+    def __init__(self, model_dir, *extra):
+        self.proc = subprocess.Popen(
+            [SPARKSERVE, "serve", str(model_dir), "--host", "127.0.0.1", "--port", "0", "--max-seq-len", "256",
+             "--max-batch", "8", "--served-model-name", MODEL_NAME, "--api-key", API_KEY, "--max-body-mb", "1",
+             *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        assert line.startswith("listening on http://"), (line, self.proc.stderr.read() if self.proc.poll() else "")
+        self.url = line.strip().split(" ", 2)[2]
+        self.port = int(self.url.rsplit(":", 1)[1])
+        deadline = time.time() + 30
+        while True:
+            r = httpx.get(self.url + "/health")
+            if r.status_code == 200:
+                break
+            assert r.status_code == 503, r.text
+            assert self.proc.poll() is None, self.proc.stderr.read()
+            assert time.time() < deadline, "server did not become ready"
+            time.sleep(0.05)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+        self.stderr = self.proc.stderr.read()
+        return rc
+
+
+@pytest.fixture(scope="session")
+def server(model_dir):
+    if not os.path.exists(SPARKSERVE):
+        pytest.fail(f"{SPARKSERVE} not built (set SPARKSERVE_BUILD_DIR)")
+    s = Server(model_dir)
+    yield s
+    assert s.stop() == 0, s.stderr
+
+
+@pytest.fixture()
+def openai_client(server):
+    import openai
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0, timeout=60)
+
+
+@pytest.fixture()
+def anthropic_client(server):
+    import anthropic
+    return anthropic.Anthropic(base_url=server.url, api_key=API_KEY, max_retries=0, timeout=60)
