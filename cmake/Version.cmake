@@ -1,15 +1,6 @@
-# Writes version.h: project version, git commit and the CUDA architectures compiled in.
-execute_process(COMMAND git rev-parse --short=12 HEAD
-  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} OUTPUT_VARIABLE SPARKSERVE_GIT_COMMIT
-  OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-if(NOT SPARKSERVE_GIT_COMMIT)
-  set(SPARKSERVE_GIT_COMMIT "unknown")
-endif()
-execute_process(COMMAND git status --porcelain --untracked-files=no
-  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} OUTPUT_VARIABLE _dirty ERROR_QUIET)
-if(_dirty)
-  string(APPEND SPARKSERVE_GIT_COMMIT "-dirty")
-endif()
+# Writes generated/sparkserve/version.h (version, git commit, compiled CUDA architectures) at every
+# build, so that --version names the commit the binary was built from. The file is rewritten only
+# when its content changes, so an unchanged commit rebuilds nothing.
 if(SPARKSERVE_WITH_CUDA)
   set(_archs "")
   foreach(a IN LISTS CMAKE_CUDA_ARCHITECTURES)
@@ -19,4 +10,14 @@ if(SPARKSERVE_WITH_CUDA)
 else()
   set(SPARKSERVE_CUDA_ARCHS_STRING "none")
 endif()
-configure_file(${CMAKE_SOURCE_DIR}/core/version.h.in ${CMAKE_BINARY_DIR}/generated/sparkserve/version.h @ONLY)
+set(SPARKSERVE_VERSION_HEADER ${CMAKE_BINARY_DIR}/generated/sparkserve/version.h)
+add_custom_target(sparkserve_version
+  COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${CMAKE_SOURCE_DIR} -DOUTPUT=${SPARKSERVE_VERSION_HEADER}
+          -DPROJECT_VERSION=${PROJECT_VERSION} -DCUDA_ARCHS=${SPARKSERVE_CUDA_ARCHS_STRING}
+          -P ${CMAKE_SOURCE_DIR}/cmake/WriteVersion.cmake
+  BYPRODUCTS ${SPARKSERVE_VERSION_HEADER}
+  COMMENT "version.h")
+# Also at configure time, so the header exists before the first build.
+execute_process(COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${CMAKE_SOURCE_DIR} -DOUTPUT=${SPARKSERVE_VERSION_HEADER}
+                -DPROJECT_VERSION=${PROJECT_VERSION} -DCUDA_ARCHS=${SPARKSERVE_CUDA_ARCHS_STRING}
+                -P ${CMAKE_SOURCE_DIR}/cmake/WriteVersion.cmake)

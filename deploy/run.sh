@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The main job: build, then serve MODEL_DIR (on the GPU when there is one). With no MODEL_DIR,
-# create a tiny demo model and serve it on the CPU backend. Until serving lands this inspects it.
-#   deploy/run.sh [MODEL_DIR] [-- extra sparkserve serve flags]
+# The main job: set up, build, then serve MODEL_DIR over the OpenAI and Anthropic APIs. With no
+# MODEL_DIR, create a tiny demo model (random weights, its own small tokenizer and chat template) and
+# serve it on the CPU backend, then print a curl example.
+#   deploy/run.sh [MODEL_DIR] [-- extra `sparkserve serve` flags, e.g. --port 8080 --api-key K]
+# Environment: SPARKSERVE_BUILD_DIR (default build/), HOST (default 127.0.0.1), PORT (default 8000).
 source "$(dirname "$0")/common.sh"
 BUILD_DIR="${SPARKSERVE_BUILD_DIR:-$REPO_ROOT/build}"
 MODEL_DIR=""
@@ -17,8 +19,12 @@ if [ -z "$MODEL_DIR" ]; then
   fi
 fi
 [ -f "$MODEL_DIR/config.json" ] || die "$MODEL_DIR has no config.json: give a Hugging Face model directory"
-if "$BIN" --help 2>/dev/null | grep -qE '^ +serve'; then
-  exec "$BIN" serve "$MODEL_DIR" "$@"
-fi
-log "serving is not built yet: inspecting $MODEL_DIR"
-exec "$BIN" inspect "$MODEL_DIR"
+HOST="${HOST:-127.0.0.1}"
+PORT="${PORT:-8000}"
+NAME="$(basename "$(realpath "$MODEL_DIR")")"
+cat >&2 <<MSG
+[run.sh] serving $MODEL_DIR on http://$HOST:$PORT (CPU backend; Ctrl-C stops). Try:
+  curl -s http://$HOST:$PORT/v1/chat/completions -H 'Content-Type: application/json' \\
+    -d '{"model": "$NAME", "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 32}'
+MSG
+exec "$BIN" serve "$MODEL_DIR" --host "$HOST" --port "$PORT" "$@"

@@ -10,7 +10,7 @@
 
 #include "head/cli/commands.h"
 #include "head/cli/model_command_args.h"
-#include "kernels/cpu/ops.h"
+#include "head/engine/sampler.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
@@ -25,15 +25,6 @@ struct RunArgs {
   bool ignore_eos = false;
   bool json = false;
 };
-
-int32_t Sample(const float* logits, int64_t V, double temperature, std::mt19937_64& rng) {
-  if (temperature <= 0.0) return kernels::cpu::Argmax(logits, V);
-  const float m = *std::max_element(logits, logits + V);
-  std::vector<double> p(static_cast<size_t>(V));
-  for (int64_t i = 0; i < V; ++i) p[static_cast<size_t>(i)] = std::exp((logits[i] - m) / temperature);
-  std::discrete_distribution<int32_t> dist(p.begin(), p.end());
-  return dist(rng);
-}
 
 int RunGenerate(const RunArgs& a) {
   auto tok = LoadModelTokenizer(a.dir, /*required=*/!a.prompt.empty());
@@ -58,7 +49,11 @@ int RunGenerate(const RunArgs& a) {
   }
   auto& runner = **loaded;
   const std::vector<int32_t> eos = runner.config().stop_token_ids();
-  std::mt19937_64 rng(a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}());
+  // The serving engine's sampler: the same seed gives the same tokens here and through `serve`.
+  scheduler::SamplingParams params;
+  params.temperature = static_cast<float>(a.temperature);
+  const uint64_t seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
+  Sampler sampler(static_cast<int32_t>(runner.config().vocab_size));
   model::SeqWork s;
   s.tokens = *ids;
   s.logits = model::LogitsWanted::kLast;
@@ -72,7 +67,17 @@ int RunGenerate(const RunArgs& a) {
       spdlog::error("run: {}", std::string(step.status().message()));
       return 1;
     }
-    const int32_t next = Sample(step->logits.data<float>(), step->logits.dim(1), a.temperature, rng);
+    SamplingContext ctx;
+    ctx.params = &params;
+    ctx.prompt = *ids;
+    ctx.output = generated;
+    ctx.rng_seed = SequenceSeed(seed, 0);
+    auto sampled = sampler.Sample({step->logits.data<float>(), static_cast<size_t>(step->logits.dim(1))}, ctx);
+    if (!sampled.ok()) {
+      spdlog::error("run: {}", std::string(sampled.status().message()));
+      return 1;
+    }
+    const int32_t next = sampled->id;
     generated.push_back(next);
     if (!a.ignore_eos && std::find(eos.begin(), eos.end(), next) != eos.end()) break;
     s.start_pos += static_cast<int32_t>(s.tokens.size());

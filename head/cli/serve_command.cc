@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "core/device.h"
 #include "head/chat/output/output_parser.h"
 #include "head/cli/commands.h"
 #include "head/cli/model_command_args.h"
@@ -60,8 +61,20 @@ scheduler::SamplingParams DefaultSampling(const model::Qwen35Config& config) {
 }
 
 int Serve(const ServeArgs& a) {
+  if (a.backend == "cuda") {
+    // Say first whether this machine could run CUDA at all (no driver, no GPU, a CPU-only build).
+    auto devices = core::ListCudaDevices();
+    if (!devices.ok()) {
+      spdlog::error("serve: --backend cuda: {}", std::string(devices.status().message()));
+    } else {
+      spdlog::error("serve: --backend cuda: found {} ({}), but the CUDA model runner is not wired into serve yet; "
+                    "use --backend cpu", devices->front().name, fmt::format("sm_{}{}", devices->front().major,
+                                                                           devices->front().minor));
+    }
+    return 2;
+  }
   if (a.backend != "cpu") {
-    spdlog::error("serve: --backend {} is not available in this build yet (only cpu)", a.backend);
+    spdlog::error("serve: unknown --backend '{}' (expected cpu or cuda)", a.backend);
     return 2;
   }
   if (a.tp != 1 || !a.nodes.empty()) {

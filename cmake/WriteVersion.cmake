@@ -1,0 +1,13 @@
+# cmake -P script: SOURCE_DIR, OUTPUT, PROJECT_VERSION, CUDA_ARCHS -> OUTPUT (version.h).
+execute_process(COMMAND git rev-parse --short=12 HEAD WORKING_DIRECTORY ${SOURCE_DIR}
+  OUTPUT_VARIABLE SPARKSERVE_GIT_COMMIT OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+if(NOT SPARKSERVE_GIT_COMMIT)
+  set(SPARKSERVE_GIT_COMMIT "unknown")
+endif()
+execute_process(COMMAND git status --porcelain --untracked-files=no WORKING_DIRECTORY ${SOURCE_DIR}
+  OUTPUT_VARIABLE _dirty ERROR_QUIET)
+if(_dirty)
+  string(APPEND SPARKSERVE_GIT_COMMIT "-dirty")
+endif()
+set(SPARKSERVE_CUDA_ARCHS_STRING "${CUDA_ARCHS}")
+configure_file(${SOURCE_DIR}/core/version.h.in ${OUTPUT} @ONLY)
