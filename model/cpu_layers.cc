@@ -13,6 +13,13 @@ namespace k = kernels::cpu;
 
 const float* F(const core::Tensor& t) { return t.data<float>(); }
 
+// Reports x [rows, in], the input of module ctx.layer_prefix + `module`, to the observer if any.
+inline void Observe(const LayerContext& ctx, std::string_view module, const float* x, int64_t rows, int64_t in) {
+  if (ctx.observer != nullptr) [[unlikely]] {
+    ctx.observer->OnLinearInput(std::string(ctx.layer_prefix) + std::string(module), x, rows, in);
+  }
+}
+
 // x [T, d] -> out [T, d] (partial sum on this rank).
 absl::Status AttentionForward(const LayerContext& ctx, const AttentionWeights& w, const k::KvPool& kv,
                               const float* x, float* out) {
@@ -20,6 +27,9 @@ absl::Status AttentionForward(const LayerContext& ctx, const AttentionWeights& w
   const int64_t T = ctx.batch.num_tokens, d = c.hidden_size, hd = c.head_dim;
   const int64_t H = ctx.shapes.heads, KV = ctx.shapes.kv_heads;
   std::vector<float> qg(T * H * 2 * hd), q(T * H * hd), gate(T * H * hd), kk(T * KV * hd), vv(T * KV * hd);
+  Observe(ctx, "self_attn.q_proj", x, T, d);
+  Observe(ctx, "self_attn.k_proj", x, T, d);
+  Observe(ctx, "self_attn.v_proj", x, T, d);
   k::Linear(x, T, d, F(w.q_proj), H * 2 * hd, qg.data());
   k::Linear(x, T, d, F(w.k_proj), KV * hd, kk.data());
   k::Linear(x, T, d, F(w.v_proj), KV * hd, vv.data());
@@ -35,11 +45,15 @@ absl::Status AttentionForward(const LayerContext& ctx, const AttentionWeights& w
   k::RmsNormZeroCentered(kk.data(), F(w.k_norm), T * KV, hd, eps, kk.data());
   k::ApplyPartialRope(q.data(), T, H, hd, c.rotary_dim(), ctx.batch.positions, c.rope.theta);
   k::ApplyPartialRope(kk.data(), T, KV, hd, c.rotary_dim(), ctx.batch.positions, c.rope.theta);
+  if (ctx.observer != nullptr) [[unlikely]] {
+    ctx.observer->OnKvWrite(std::string(ctx.layer_prefix) + "self_attn", kk.data(), vv.data(), T * KV * hd);
+  }
   RETURN_IF_ERROR(k::WriteKv(kv, kk.data(), vv.data(), ctx.batch.seqs, ctx.batch.pages));
   std::vector<float> attn(T * H * hd);
   k::PagedAttention(kv, q.data(), H, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
                     ctx.batch.seqs, ctx.batch.pages, attn.data());
   k::MulSigmoid(attn.data(), gate.data(), T * H * hd);
+  Observe(ctx, "self_attn.o_proj", attn.data(), T, H * hd);
   k::Linear(attn.data(), T, H * hd, F(w.o_proj), d, out);
   return absl::OkStatus();
 }
@@ -51,6 +65,10 @@ void GdnForward(const LayerContext& ctx, const GdnWeights& w, int32_t gi, const 
   const int64_t nk = rs.nk, nv = rs.nv, dk = rs.dk, dv = rs.dv, C = rs.conv_channels();
   const int64_t K = c.linear_conv_kernel_dim;
   std::vector<float> qkv(T * C), z(T * nv * dv), a(T * nv), b(T * nv);
+  for (std::string_view m : {"linear_attn.in_proj_qkv", "linear_attn.in_proj_z", "linear_attn.in_proj_a",
+                             "linear_attn.in_proj_b"}) {
+    Observe(ctx, m, x, T, d);
+  }
   k::Linear(x, T, d, F(w.in_proj_qkv), C, qkv.data());
   k::Linear(x, T, d, F(w.in_proj_z), nv * dv, z.data());
   k::Linear(x, T, d, F(w.in_proj_a), nv, a.data());
@@ -86,15 +104,19 @@ void GdnForward(const LayerContext& ctx, const GdnWeights& w, int32_t gi, const 
                     core_out.data());
   k::GatedRmsNorm(core_out.data(), z.data(), F(w.norm), T * nv, dv, static_cast<float>(c.rms_norm_eps),
                   core_out.data());
+  Observe(ctx, "linear_attn.out_proj", core_out.data(), T, nv * dv);
   k::Linear(core_out.data(), T, nv * dv, F(w.out_proj), d, out);
 }
 
 void MlpForward(const LayerContext& ctx, const MlpWeights& w, const float* x, float* out) {
   const int64_t T = ctx.batch.num_tokens, d = ctx.config.hidden_size, f = ctx.shapes.ffn;
   std::vector<float> gate(T * f), up(T * f);
+  Observe(ctx, "mlp.gate_proj", x, T, d);
+  Observe(ctx, "mlp.up_proj", x, T, d);
   k::Linear(x, T, d, F(w.gate_proj), f, gate.data());
   k::Linear(x, T, d, F(w.up_proj), f, up.data());
   k::SwiGlu(gate.data(), up.data(), T * f, gate.data());
+  Observe(ctx, "mlp.down_proj", gate.data(), T, f);
   k::Linear(gate.data(), T, f, F(w.down_proj), d, out);
 }
 
