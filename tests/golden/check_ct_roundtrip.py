@@ -10,8 +10,11 @@ binary, then:
     (BaseCompressor registry -> decompress, the path ModelCompressor uses) and checks the result equals,
     bit for bit, what our reader dequantises (QuantizedLinear::DequantizeToF32); dense modules are
     compared as stored.
+  * checks that the calibration tensors (NVFP4 `input_global_scale` for W4A4, `k_scale`/`v_scale` with
+    kv_cache_scheme) are exactly the parameters the library registers for our config (names, shapes,
+    dtypes), with finite positive values; and none of them after `--no-calib`.
 MTP modules (mtp.*) are not part of the transformers model; they are dense in every built-in recipe
-and are checked like any dense module.
+and are checked like any dense module (their attention's k/v scales are ours only).
 
     /work/torchenv/bin/python tests/golden/check_ct_roundtrip.py [--build-dir build] [--record FILE]
 
@@ -95,6 +98,21 @@ def check(model_dir, dump_dir, log):
         elif not torch.equal(ours[f"{name}.weight"], tensors[f"{name}.weight"].to(torch.float32)):
             log(f"  MISMATCH {name}: dense weight differs")
             bad += 1
+    # Calibration parameters: what the library registers for our config == what we wrote.
+    suffixes = (".input_global_scale", ".k_scale", ".v_scale", ".input_scale")
+    lib_params = {n: p for n, p in model.named_parameters() if n.endswith(suffixes)}
+    ours_params = {n: t for n, t in tensors.items() if n.endswith(suffixes) and not n.startswith("mtp.")}
+    for n in sorted(set(lib_params) ^ set(ours_params)):
+        log(f"  MISMATCH {n}: {'registered by the library only' if n in lib_params else 'in our checkpoint only'}")
+        bad += 1
+    for n in sorted(set(lib_params) & set(ours_params)):
+        p, t = lib_params[n], ours_params[n]
+        if tuple(p.shape) != tuple(t.shape) or p.dtype != t.dtype or not (torch.isfinite(t).all() and (t > 0).all()):
+            log(f"  MISMATCH {n}: library {tuple(p.shape)} {p.dtype}, ours {tuple(t.shape)} {t.dtype} = {t.tolist()}")
+            bad += 1
+    n_gs = sum(n.endswith(".input_global_scale") for n in ours_params)
+    n_kv = sum(n.endswith(".k_scale") for n in ours_params)
+    log(f"  calibration tensors: {n_gs} input_global_scale, {n_kv} k/v scale pairs, as the library registers them")
     log(f"  {len(modules)} modules checked against the library ({', '.join(f'{k}: {v}' for k, v in sorted(counts.items()))}), "
         f"{len(extra)} MTP modules dense, {bad} mismatches")
     return bad
@@ -118,13 +136,14 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
         sh(build / "bin/sparkserve", "demo-model", tmp / "src", "--shape", "tiny", "--seed", "3", "--quiet")
-        for recipe in ("nvfp4-mixed", "nvfp4", "fp8"):
-            out, dump = tmp / recipe, tmp / f"{recipe}-dump"
+        for recipe, extra in (("nvfp4-mixed", []), ("nvfp4-mixed", ["--no-calib"]), ("nvfp4", []), ("fp8", [])):
+            label = " ".join([recipe, *extra])
+            out, dump = tmp / label.replace(" ", "_"), tmp / f"{label.replace(' ', '_')}-dump"
             sh(build / "bin/sparkserve", "quantize", tmp / "src", out, "--recipe", recipe, "--quiet",
-               "--shard-size-mb", "1")
+               "--shard-size-mb", "1", "--calib-max-tokens", "128", *extra)
             dump.mkdir()
             sh(build / "tests/quantize_dequant_dump", out, dump)
-            log(f"recipe {recipe}:")
+            log(f"recipe {label} ({'weight-only' if extra else 'calibrated'}):")
             bad += check(out, dump, log)
     log("PASS: every tensor decompresses to exactly what our reader dequantises" if bad == 0 else f"FAIL: {bad} mismatches")
     pathlib.Path(a.record).write_text("\n".join(lines) + "\n")
