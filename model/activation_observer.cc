@@ -15,15 +15,16 @@ float AbsMax(const float* x, int64_t count) {
   return m;
 }
 
-void AbsMaxObserver::OnLinearInput(const std::string& module, const float* x, int64_t rows, int64_t in) {
+const float* AbsMaxObserver::OnLinearInput(const std::string& module, const float* x, int64_t rows, int64_t in) {
   const float m = AbsMax(x, rows * in);
   std::lock_guard<std::mutex> lock(mu_);
   float& cur = input_amax_[module];
   cur = std::max(cur, m);
   input_rows_[module] += rows;
+  return x;
 }
 
-void AbsMaxObserver::OnKvWrite(const std::string& attention, const float* k, const float* v, int64_t count) {
+void AbsMaxObserver::OnKvWrite(const std::string& attention, float* k, float* v, int64_t count) {
   const float mk = AbsMax(k, count), mv = AbsMax(v, count);
   std::lock_guard<std::mutex> lock(mu_);
   auto& cur = kv_amax_[attention];

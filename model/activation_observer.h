@@ -1,5 +1,6 @@
 // ActivationObserver: an optional hook the CPU model runner calls with every Linear module's input
-// rows and every attention layer's K/V as written to the cache (calibration statistics); and
+// rows and every attention layer's K/V as written to the cache: calibration statistics, and (for
+// evaluation) a substitute input / in-place K/V change to simulate activation quantisation; and
 // AbsMaxObserver, which keeps their running absolute maxima. Unset (the default) costs one null
 // check per Linear call. With tensor parallelism an observer sees this rank's slice only.
 #pragma once
@@ -15,18 +16,20 @@ class ActivationObserver {
  public:
   virtual ~ActivationObserver() = default;
   // x [rows, in]: the input of Linear module `module` (checkpoint name without ".weight", e.g.
-  // "model.layers.3.mlp.down_proj", "mtp.fc", "lm_head").
-  virtual void OnLinearInput(const std::string& module, const float* x, int64_t rows, int64_t in) = 0;
-  // k, v [count] (rows of kv_heads * head_dim, k after k_norm and RoPE) as written to the KV cache
-  // of attention module `attention` (e.g. "model.layers.3.self_attn", "mtp.layers.0.self_attn").
-  virtual void OnKvWrite(const std::string& attention, const float* k, const float* v, int64_t count) = 0;
+  // "model.layers.3.mlp.down_proj", "mtp.fc", "lm_head"). Returns what the Linear reads: `x`, or
+  // a [rows, in] buffer of the observer's that stays valid until its next call for `module`.
+  virtual const float* OnLinearInput(const std::string& module, const float* x, int64_t rows, int64_t in) = 0;
+  // k, v [count] (rows of kv_heads * head_dim, k after k_norm and RoPE) about to be written to the
+  // KV cache of attention module `attention` (e.g. "model.layers.3.self_attn",
+  // "mtp.layers.0.self_attn"); the observer may change them in place.
+  virtual void OnKvWrite(const std::string& attention, float* k, float* v, int64_t count) = 0;
 };
 
 // Running max |x| per Linear input and per attention K and V. Thread-safe.
 class AbsMaxObserver final : public ActivationObserver {
  public:
-  void OnLinearInput(const std::string& module, const float* x, int64_t rows, int64_t in) override;
-  void OnKvWrite(const std::string& attention, const float* k, const float* v, int64_t count) override;
+  const float* OnLinearInput(const std::string& module, const float* x, int64_t rows, int64_t in) override;
+  void OnKvWrite(const std::string& attention, float* k, float* v, int64_t count) override;
 
   // module -> max |input| so far.
   std::map<std::string, float> input_amax() const;

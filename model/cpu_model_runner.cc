@@ -70,7 +70,7 @@ absl::StatusOr<core::Tensor> CpuModelRunner::LmHead(const float* rows, int64_t R
   const int64_t Vr = shapes_.vocab.second - shapes_.vocab.first;
   core::Tensor logits = core::Tensor::Empty({R, V}, core::DType::kF32);
   if (R == 0) return logits;
-  if (observer_ != nullptr) observer_->OnLinearInput("lm_head", rows, R, d);
+  if (observer_ != nullptr) rows = observer_->OnLinearInput("lm_head", rows, R, d);
   if (plan_.world == 1) {
     k::Linear(rows, R, d, weights_.lm_head.data<float>(), V, logits.data<float>());
     return logits;
@@ -233,8 +233,8 @@ absl::StatusOr<MtpOutput> CpuModelRunner::MtpForward(const std::vector<MtpSeqWor
     std::memcpy(cat.data() + t * 2 * d, emb.data() + t * d, sizeof(float) * d);
     std::memcpy(cat.data() + t * 2 * d + d, hid.data() + t * d, sizeof(float) * d);
   }
-  if (observer_ != nullptr) observer_->OnLinearInput("mtp.fc", cat.data(), T, 2 * d);
-  k::Linear(cat.data(), T, 2 * d, m.fc.data<float>(), d, x.data());
+  const float* fc_in = observer_ != nullptr ? observer_->OnLinearInput("mtp.fc", cat.data(), T, 2 * d) : cat.data();
+  k::Linear(fc_in, T, 2 * d, m.fc.data<float>(), d, x.data());
   const LayerContext ctx{config_, shapes_, state_, *collective_, batch, observer_, "mtp.layers.0."};
   const k::KvPool pool = state_.mtp_kv().pool();
   RETURN_IF_ERROR(DecoderLayerForward(ctx, m.layer, &pool, -1, x.data()));

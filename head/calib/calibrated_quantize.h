@@ -2,7 +2,8 @@
 // calibration samples with an AbsMaxObserver to set every NVFP4 module's input_global_scale (W4A4)
 // and the FP8 KV-cache scales, keeps the source's log-probabilities of held-out samples, frees the
 // source, quantises (streaming), then loads the quantised output with the CPU loader and reports the
-// KL divergence and top-1 agreement of its final logits against the source's.
+// KL divergence and top-1 agreement of its final logits against the source's: with the weights alone
+// (W4A16, what sm_90 runs) and with simulated NVFP4 activations and FP8 KV cache (W4A4, Blackwell).
 // Peak memory: the source model in f32 (4 bytes per parameter) plus the held-out log-probabilities
 // (eval tokens x vocab x 4 bytes); the quantised model is loaded only after the source is freed.
 #pragma once
@@ -39,6 +40,10 @@ struct CalibratedQuantizeResult {
   size_t kv_layers = 0;               // attention modules given k_scale / v_scale
   double calib_seconds = 0;
   std::optional<model::LogitAgreement> eval;  // absent with evaluate = false or no held-out sample
+  // The same with the output's activation scales applied as a W4A4 engine does (NVFP4 inputs
+  // QDQ'd with input_global_scale, K/V through FP8 with k/v_scale); absent when it has none.
+  std::optional<model::LogitAgreement> eval_activations;
+  size_t simulated_inputs = 0, simulated_kv = 0;  // modules / attention layers the simulation covered
   int32_t eval_samples = 0;
   double eval_seconds = 0;
   quant::CalibrationScales scales;    // what calibration handed the quantizer

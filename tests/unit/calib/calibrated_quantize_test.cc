@@ -8,6 +8,8 @@
 #include "gtest/gtest.h"
 #include "head/calib/calibrated_quantize.h"
 #include "head/calib/calibration_corpus.h"
+#include "quant/quantizer/quantize_checkpoint.h"
+#include "model/activation_fake_quant.h"
 #include "model/cpu_model_loader.h"
 #include "quant/checkpoint.h"
 #include "tests/unit/calib/temp_model.h"
@@ -112,6 +114,59 @@ TEST_F(CalibratedQuantize, Nvfp4MixedScalesAreThoseOfTheObservedInputs) {
   EXPECT_LT(r->eval->mean_kl(), 0.05);
   EXPECT_GE(r->eval->top1(), 0.9);
   EXPECT_NE(FormatCalibrationSummary(*r).find("top-1 agreement"), std::string::npos);
+  // The simulated W4A4 + FP8 KV evaluation covers every calibrated module and attention layer.
+  ASSERT_TRUE(r->eval_activations.has_value());
+  EXPECT_EQ(r->simulated_inputs, nvfp4);
+  EXPECT_EQ(r->simulated_kv, 2u);
+  EXPECT_EQ(r->eval_activations->positions, r->eval->positions);
+  EXPECT_TRUE(std::isfinite(r->eval_activations->mean_kl()));
+  EXPECT_LT(r->eval_activations->mean_kl(), 0.05);
+  EXPECT_GE(r->eval_activations->top1(), 0.9);
+}
+
+// The activation scales matter: an output whose input_global_scale comes from maxima 1000x too small
+// (every group scale saturates, inputs clip) is much further from the source under W4A4 simulation
+// than the calibrated one, while its weights-only logits are the same.
+TEST_F(CalibratedQuantize, MiscalibratedActivationScalesHurtOnlyUnderW4A4) {
+  TempDir out;
+  CalibrationOptions c;
+  c.samples = 3;
+  c.max_tokens = 64;
+  c.eval_max_tokens = 96;
+  auto good = Run(out / "good", "nvfp4", c);
+  ASSERT_TRUE(good.ok()) << good.status();
+  quant::QuantizeOptions o = Options();
+  o.calibration = good->scales;
+  for (auto& [m, a] : o.calibration.input_amax) a /= 1000.0f;
+  auto recipe = quant::Recipe::BuiltIn("nvfp4");
+  ASSERT_TRUE(quant::QuantizeCheckpoint(Src(), out / "bad", *recipe, o).ok());
+  // Evaluate the bad output on the same held-out sample as `good` did: the 4th corpus text.
+  auto texts = BuiltInCalibrationTexts();
+  TokenizeOptions topt;
+  topt.max_tokens = 96;
+  auto held = TokenizeCalibrationTexts(Src(), {texts[3]}, topt);
+  ASSERT_TRUE(held.ok());
+  auto eval = [&](const std::string& dir) -> std::pair<double, double> {
+    auto src = model::LoadCpuModel(Src(), model::SingleSequenceRunnerOptions(96));
+    auto q = model::LoadCpuModel(dir, model::SingleSequenceRunnerOptions(96));
+    auto ck = quant::Checkpoint::Open(dir);
+    EXPECT_TRUE(src.ok() && q.ok() && ck.ok());
+    auto sim = model::QuantizedActivationSimulator::FromCheckpoint(*ck);
+    EXPECT_TRUE(sim.ok());
+    auto ref = model::SampleLogProbs(**src, held->samples[0]);
+    auto w = model::SampleLogProbs(**q, held->samples[0]);
+    (*q)->set_activation_observer(sim->get());
+    auto wa = model::SampleLogProbs(**q, held->samples[0]);
+    (*q)->set_activation_observer(nullptr);
+    auto kw = model::CompareLogProbs(*ref, *w);
+    auto ka = model::CompareLogProbs(*ref, *wa);
+    return {kw->mean_kl(), ka->mean_kl()};
+  };
+  const auto [good_w, good_a] = eval(out / "good");
+  const auto [bad_w, bad_a] = eval(out / "bad");
+  EXPECT_EQ(good_w, bad_w);       // the same weights
+  EXPECT_GT(bad_a, 3 * good_a);   // clipped activations
+  EXPECT_GT(good_a, 0.0);
 }
 
 TEST_F(CalibratedQuantize, KlOrdersRecipesByPrecision) {
