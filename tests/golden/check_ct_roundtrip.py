@@ -12,7 +12,10 @@ binary, then:
     compared as stored.
   * checks that the calibration tensors (NVFP4 `input_global_scale` for W4A4, `k_scale`/`v_scale` with
     kv_cache_scheme) are exactly the parameters the library registers for our config (names, shapes,
-    dtypes), with finite positive values; and none of them after `--no-calib`.
+    dtypes), with finite positive values; and none of them after `--no-calib`;
+  * checks that our evaluation's simulated W4A4 (model/activation_fake_quant.h, through
+    build/tests/calib_act_qdq_dump) QDQs random activations exactly as the library's forward_quantize
+    does with our input_global_scale, and FP8 KV as the library's k/v QDQ with our k_scale/v_scale.
 MTP modules (mtp.*) are not part of the transformers model; they are dense in every built-in recipe
 and are checked like any dense module (their attention's k/v scales are ours only).
 
@@ -32,7 +35,8 @@ import torch
 import transformers
 from compressed_tensors.compressors import BaseCompressor
 from compressed_tensors.quantization import QuantizationConfig, apply_quantization_config
-from safetensors.torch import load_file
+from compressed_tensors.quantization.lifecycle.forward import fake_quantize, forward_quantize
+from safetensors.torch import load_file, save_file
 from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -54,7 +58,46 @@ def load_all(d):
     return out
 
 
-def check(model_dir, dump_dir, log):
+def check_activation_qdq(model, tensors, qconfig, model_dir, build, log):
+    """Library QDQ of random activations with our scales == our simulation's; returns mismatches."""
+    gen = torch.Generator().manual_seed(0)
+    inputs, lib = {}, {}
+    for name, m in model.named_modules():
+        gs = tensors.get(f"{name}.input_global_scale")
+        scheme = getattr(m, "quantization_scheme", None)
+        if gs is None or scheme is None or scheme.input_activations is None:
+            continue
+        # Rows at three magnitudes (plus zeros), so groups land in every part of the fp8 scale range.
+        x = torch.randn(4, m.in_features, generator=gen) * torch.tensor([[0.01], [1.0], [30.0], [0.0]])
+        m.input_global_scale = torch.nn.Parameter(gs.clone(), requires_grad=False)
+        inputs[name] = x
+        lib[name] = forward_quantize(m, x.clone(), "input", scheme.input_activations)
+    if qconfig.kv_cache_scheme is not None:
+        for n, t in tensors.items():
+            if n.endswith(".k_scale") or n.endswith(".v_scale"):
+                attn, kv = n[: -len(".k_scale")], n[-7]
+                x = torch.randn(8, 64, generator=gen) * 3.0
+                inputs[f"{attn}.{kv}"] = x
+                lib[f"{attn}.{kv}"] = fake_quantize(x.clone(), t.to(torch.float32), None, qconfig.kv_cache_scheme)
+    if not inputs:
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        save_file(inputs, str(tmp / "in.safetensors"))
+        sh(build / "tests/calib_act_qdq_dump", model_dir, tmp / "in.safetensors", tmp / "out.safetensors")
+        ours = load_file(str(tmp / "out.safetensors"))
+    bad = 0
+    for n in sorted(inputs):
+        if not torch.equal(ours[n], lib[n].to(torch.float32)):
+            d = (ours[n] - lib[n]).abs().max().item()
+            log(f"  MISMATCH activation QDQ {n}: max |ours - library| {d}")
+            bad += 1
+    log(f"  simulated activation QDQ: {len(inputs)} tensors ({sum(not n.endswith(('.k', '.v')) for n in inputs)} "
+        f"NVFP4 inputs, {sum(n.endswith(('.k', '.v')) for n in inputs)} FP8 K/V) equal to the library's, {bad} mismatches")
+    return bad
+
+
+def check(model_dir, dump_dir, log, build):
     config = json.loads((model_dir / "config.json").read_text())
     qconfig = QuantizationConfig.model_validate(config["quantization_config"])
     text_config = Qwen3_5TextConfig(**{k: v for k, v in config.items() if k != "quantization_config"})
@@ -113,6 +156,7 @@ def check(model_dir, dump_dir, log):
     n_gs = sum(n.endswith(".input_global_scale") for n in ours_params)
     n_kv = sum(n.endswith(".k_scale") for n in ours_params)
     log(f"  calibration tensors: {n_gs} input_global_scale, {n_kv} k/v scale pairs, as the library registers them")
+    bad += check_activation_qdq(model, tensors, qconfig, model_dir, build, log)
     log(f"  {len(modules)} modules checked against the library ({', '.join(f'{k}: {v}' for k, v in sorted(counts.items()))}), "
         f"{len(extra)} MTP modules dense, {bad} mismatches")
     return bad
@@ -144,7 +188,7 @@ def main():
             dump.mkdir()
             sh(build / "tests/quantize_dequant_dump", out, dump)
             log(f"recipe {label} ({'weight-only' if extra else 'calibrated'}):")
-            bad += check(out, dump, log)
+            bad += check(out, dump, log, build)
     log("PASS: every tensor decompresses to exactly what our reader dequantises" if bad == 0 else f"FAIL: {bad} mismatches")
     pathlib.Path(a.record).write_text("\n".join(lines) + "\n")
     return 1 if bad else 0
