@@ -13,6 +13,13 @@ namespace k = kernels::cpu;
 
 const float* F(const core::Tensor& t) { return t.data<float>(); }
 
+// The input Linear module ctx.layer_prefix + `module` reads: x [rows, in], or with an observer
+// set, what it returns for x.
+inline const float* In(const LayerContext& ctx, std::string_view module, const float* x, int64_t rows, int64_t in) {
+  if (ctx.observer == nullptr) [[likely]] return x;
+  return ctx.observer->OnLinearInput(std::string(ctx.layer_prefix) + std::string(module), x, rows, in);
+}
+
 // x [T, d] -> out [T, d] (partial sum on this rank).
 absl::Status AttentionForward(const LayerContext& ctx, const AttentionWeights& w, const k::KvPool& kv,
                               const float* x, float* out) {
@@ -20,9 +27,9 @@ absl::Status AttentionForward(const LayerContext& ctx, const AttentionWeights& w
   const int64_t T = ctx.batch.num_tokens, d = c.hidden_size, hd = c.head_dim;
   const int64_t H = ctx.shapes.heads, KV = ctx.shapes.kv_heads;
   std::vector<float> qg(T * H * 2 * hd), q(T * H * hd), gate(T * H * hd), kk(T * KV * hd), vv(T * KV * hd);
-  k::Linear(x, T, d, F(w.q_proj), H * 2 * hd, qg.data());
-  k::Linear(x, T, d, F(w.k_proj), KV * hd, kk.data());
-  k::Linear(x, T, d, F(w.v_proj), KV * hd, vv.data());
+  k::Linear(In(ctx, "self_attn.q_proj", x, T, d), T, d, F(w.q_proj), H * 2 * hd, qg.data());
+  k::Linear(In(ctx, "self_attn.k_proj", x, T, d), T, d, F(w.k_proj), KV * hd, kk.data());
+  k::Linear(In(ctx, "self_attn.v_proj", x, T, d), T, d, F(w.v_proj), KV * hd, vv.data());
   for (int64_t t = 0; t < T; ++t) {  // per head: [q (hd) | gate (hd)]
     for (int64_t h = 0; h < H; ++h) {
       const float* src = qg.data() + (t * H + h) * 2 * hd;
@@ -35,12 +42,15 @@ absl::Status AttentionForward(const LayerContext& ctx, const AttentionWeights& w
   k::RmsNormZeroCentered(kk.data(), F(w.k_norm), T * KV, hd, eps, kk.data());
   k::ApplyPartialRope(q.data(), T, H, hd, c.rotary_dim(), ctx.batch.positions, c.rope.theta);
   k::ApplyPartialRope(kk.data(), T, KV, hd, c.rotary_dim(), ctx.batch.positions, c.rope.theta);
+  if (ctx.observer != nullptr) [[unlikely]] {
+    ctx.observer->OnKvWrite(std::string(ctx.layer_prefix) + "self_attn", kk.data(), vv.data(), T * KV * hd);
+  }
   RETURN_IF_ERROR(k::WriteKv(kv, kk.data(), vv.data(), ctx.batch.seqs, ctx.batch.pages));
   std::vector<float> attn(T * H * hd);
   k::PagedAttention(kv, q.data(), H, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
                     ctx.batch.seqs, ctx.batch.pages, attn.data());
   k::MulSigmoid(attn.data(), gate.data(), T * H * hd);
-  k::Linear(attn.data(), T, H * hd, F(w.o_proj), d, out);
+  k::Linear(In(ctx, "self_attn.o_proj", attn.data(), T, H * hd), T, H * hd, F(w.o_proj), d, out);
   return absl::OkStatus();
 }
 
@@ -51,10 +61,10 @@ void GdnForward(const LayerContext& ctx, const GdnWeights& w, int32_t gi, const 
   const int64_t nk = rs.nk, nv = rs.nv, dk = rs.dk, dv = rs.dv, C = rs.conv_channels();
   const int64_t K = c.linear_conv_kernel_dim;
   std::vector<float> qkv(T * C), z(T * nv * dv), a(T * nv), b(T * nv);
-  k::Linear(x, T, d, F(w.in_proj_qkv), C, qkv.data());
-  k::Linear(x, T, d, F(w.in_proj_z), nv * dv, z.data());
-  k::Linear(x, T, d, F(w.in_proj_a), nv, a.data());
-  k::Linear(x, T, d, F(w.in_proj_b), nv, b.data());
+  k::Linear(In(ctx, "linear_attn.in_proj_qkv", x, T, d), T, d, F(w.in_proj_qkv), C, qkv.data());
+  k::Linear(In(ctx, "linear_attn.in_proj_z", x, T, d), T, d, F(w.in_proj_z), nv * dv, z.data());
+  k::Linear(In(ctx, "linear_attn.in_proj_a", x, T, d), T, d, F(w.in_proj_a), nv, a.data());
+  k::Linear(In(ctx, "linear_attn.in_proj_b", x, T, d), T, d, F(w.in_proj_b), nv, b.data());
 
   const size_t S = ctx.batch.seqs.size();
   std::vector<float*> windows(S), col_windows(S), states(S), col_states(S);
@@ -86,16 +96,16 @@ void GdnForward(const LayerContext& ctx, const GdnWeights& w, int32_t gi, const 
                     core_out.data());
   k::GatedRmsNorm(core_out.data(), z.data(), F(w.norm), T * nv, dv, static_cast<float>(c.rms_norm_eps),
                   core_out.data());
-  k::Linear(core_out.data(), T, nv * dv, F(w.out_proj), d, out);
+  k::Linear(In(ctx, "linear_attn.out_proj", core_out.data(), T, nv * dv), T, nv * dv, F(w.out_proj), d, out);
 }
 
 void MlpForward(const LayerContext& ctx, const MlpWeights& w, const float* x, float* out) {
   const int64_t T = ctx.batch.num_tokens, d = ctx.config.hidden_size, f = ctx.shapes.ffn;
   std::vector<float> gate(T * f), up(T * f);
-  k::Linear(x, T, d, F(w.gate_proj), f, gate.data());
-  k::Linear(x, T, d, F(w.up_proj), f, up.data());
+  k::Linear(In(ctx, "mlp.gate_proj", x, T, d), T, d, F(w.gate_proj), f, gate.data());
+  k::Linear(In(ctx, "mlp.up_proj", x, T, d), T, d, F(w.up_proj), f, up.data());
   k::SwiGlu(gate.data(), up.data(), T * f, gate.data());
-  k::Linear(gate.data(), T, f, F(w.down_proj), d, out);
+  k::Linear(In(ctx, "mlp.down_proj", gate.data(), T, f), T, f, F(w.down_proj), d, out);
 }
 
 }  // namespace

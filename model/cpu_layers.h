@@ -4,10 +4,12 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "kernels/cpu/ops.h"
+#include "model/activation_observer.h"
 #include "model/collective.h"
 #include "model/config.h"
 #include "model/qwen35_state.h"
@@ -31,6 +33,10 @@ struct LayerContext {
   Qwen35State& state;
   Collective& collective;
   const BatchView& batch;
+  // Calibration hook (null: none) and the layer's checkpoint prefix ("model.layers.3.",
+  // "mtp.layers.0."), used only to name observed modules.
+  ActivationObserver* observer = nullptr;
+  std::string_view layer_prefix;
 };
 
 // One decoder layer: residual [T, d] updated in place. `kv` is the layer's KV pool (attention

@@ -70,6 +70,7 @@ absl::StatusOr<core::Tensor> CpuModelRunner::LmHead(const float* rows, int64_t R
   const int64_t Vr = shapes_.vocab.second - shapes_.vocab.first;
   core::Tensor logits = core::Tensor::Empty({R, V}, core::DType::kF32);
   if (R == 0) return logits;
+  if (observer_ != nullptr) rows = observer_->OnLinearInput("lm_head", rows, R, d);
   if (plan_.world == 1) {
     k::Linear(rows, R, d, weights_.lm_head.data<float>(), V, logits.data<float>());
     return logits;
@@ -125,8 +126,13 @@ absl::StatusOr<StepOutput> CpuModelRunner::Forward(const StepPlan& plan) {
     state_.pending_columns()[static_cast<size_t>(s.slot)] =
         s.keep_column_states ? static_cast<int32_t>(s.tokens.size()) : 0;
   }
-  const LayerContext ctx{config_, shapes_, state_, *collective_, batch};
+  LayerContext ctx{config_, shapes_, state_, *collective_, batch, observer_, {}};
+  std::string layer_prefix;
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+    if (observer_ != nullptr) {
+      layer_prefix = fmt::format("{}layers.{}.", config_.weight_prefix(), i);
+      ctx.layer_prefix = layer_prefix;
+    }
     const int32_t kv_i = state_.kv_index(i);
     k::KvPool pool;
     if (kv_i >= 0) pool = state_.kv(kv_i).pool();
@@ -227,8 +233,9 @@ absl::StatusOr<MtpOutput> CpuModelRunner::MtpForward(const std::vector<MtpSeqWor
     std::memcpy(cat.data() + t * 2 * d, emb.data() + t * d, sizeof(float) * d);
     std::memcpy(cat.data() + t * 2 * d + d, hid.data() + t * d, sizeof(float) * d);
   }
-  k::Linear(cat.data(), T, 2 * d, m.fc.data<float>(), d, x.data());
-  const LayerContext ctx{config_, shapes_, state_, *collective_, batch};
+  const float* fc_in = observer_ != nullptr ? observer_->OnLinearInput("mtp.fc", cat.data(), T, 2 * d) : cat.data();
+  k::Linear(fc_in, T, 2 * d, m.fc.data<float>(), d, x.data());
+  const LayerContext ctx{config_, shapes_, state_, *collective_, batch, observer_, "mtp.layers.0."};
   const k::KvPool pool = state_.mtp_kv().pool();
   RETURN_IF_ERROR(DecoderLayerForward(ctx, m.layer, &pool, -1, x.data()));
   MtpOutput out;

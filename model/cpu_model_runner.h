@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/tensor.h"
+#include "model/activation_observer.h"
 #include "model/collective.h"
 #include "model/config.h"
 #include "model/model_runner.h"
@@ -77,6 +78,10 @@ class CpuModelRunner : public ModelRunner {
   // column accepted - 1 (1 <= accepted <= n). The KV cache needs no rollback.
   absl::Status CommitVerified(SlotId slot, int32_t accepted);
 
+  // Calibration hook: every later Forward/MtpForward reports Linear inputs and K/V writes to
+  // `observer` (not owned; null turns it off, the default).
+  void set_activation_observer(ActivationObserver* observer) { observer_ = observer; }
+
   const Qwen35Config& config() const { return config_; }
   const Qwen35Weights& weights() const { return weights_; }
   Qwen35State& state() { return state_; }
@@ -96,6 +101,7 @@ class CpuModelRunner : public ModelRunner {
   Collective* collective_;
   CpuRunnerOptions options_;
   Qwen35State state_;
+  ActivationObserver* observer_ = nullptr;
 };
 
 }  // namespace sparkserve::model

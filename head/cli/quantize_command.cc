@@ -1,11 +1,13 @@
 // `sparkserve quantize IN_DIR OUT_DIR [--recipe nvfp4-mixed|nvfp4|fp8|FILE.json] [--calib FILE]
-// [--calib-samples N] [--threads N]`: streams a bf16/f16/f32 Qwen3.5 checkpoint into a
-// compressed-tensors one (quant/quantizer/), progress on stderr, per-format table on stdout.
+// [--calib-samples N] [--no-calib] [--no-eval] [--threads N]`: calibrates on the source model (CPU),
+// streams a bf16/f16/f32 Qwen3.5 checkpoint into a compressed-tensors one (quant/quantizer/), and
+// compares the output's logits with the source's (head/calib/); progress on stderr, tables on stdout.
 #include <chrono>
 #include <cstdio>
 #include <string>
 
 #include "fmt/format.h"
+#include "head/calib/calibrated_quantize.h"
 #include "head/cli/commands.h"
 #include "model/config.h"
 #include "quant/quantizer/quantize_checkpoint.h"
@@ -15,7 +17,8 @@ namespace sparkserve::head {
 void AddQuantizeCommand(CLI::App& app, int* exit_code) {
   struct Args {
     std::string in_dir, out_dir, recipe = "nvfp4-mixed", calib;
-    int calib_samples = 64;
+    int calib_samples = 8, eval_samples = 2, calib_max_tokens = 512;
+    bool no_calib = false, no_eval = false;
     int threads = 0;
     uint64_t shard_mb = 4096;
     bool no_search = false, quiet = false;
@@ -27,8 +30,18 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("OUT_DIR", a->out_dir, "output directory (must not exist, or be empty)")->required();
   cmd->add_option("--recipe", a->recipe, "nvfp4-mixed (default), nvfp4, fp8, bf16 or a JSON recipe file")
       ->capture_default_str();
-  cmd->add_option("--calib", a->calib, "calibration text or JSONL chats (calibration is not implemented yet)");
+  cmd->add_option("--calib", a->calib,
+                  "calibration file: plain text (one sample per blank-line-separated paragraph) or JSONL chats "
+                  "({\"messages\": [...]} per line, rendered with the chat template); default: a built-in mixed corpus");
   cmd->add_option("--calib-samples", a->calib_samples, "calibration samples")->capture_default_str();
+  cmd->add_option("--calib-max-tokens", a->calib_max_tokens, "tokens per calibration sample (longer ones are cut)")
+      ->capture_default_str();
+  cmd->add_option("--eval-samples", a->eval_samples,
+                  "held-out samples (after the calibration ones) for the KL / top-1 check against the source")
+      ->capture_default_str();
+  cmd->add_flag("--no-calib", a->no_calib,
+                "skip calibration: NVFP4 weight-only (W4A16, no input_global_scale), no kv_cache_scheme");
+  cmd->add_flag("--no-eval", a->no_eval, "skip the KL / top-1 comparison of the output with the source");
   cmd->add_option("--threads", a->threads, "worker threads (default: all cores)");
   cmd->add_option("--shard-size-mb", a->shard_mb, "maximum tensor data per safetensors shard, MiB")
       ->capture_default_str();
@@ -55,12 +68,12 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code) {
     auto recipe = quant::Recipe::Load(a->recipe);
     if (!recipe.ok()) return fail(recipe.status());
     if (a->shard_mb == 0) return fail(absl::InvalidArgumentError("--shard-size-mb must be positive"));
-    // Calibration (input_global_scale for W4A4, FP8 KV-cache scales, KL/top-1 against the source)
-    // needs per-Linear activation statistics from the model runner, which it does not expose yet.
-    std::fprintf(stderr,
-                 "quantize: calibration not run%s: NVFP4 layers are written weight-only (W4A16, no "
-                 "input_global_scale) and without kv_cache_scheme\n",
-                 a->calib.empty() ? "" : fmt::format(" (--calib {} ignored)", a->calib).c_str());
+    if (a->no_calib) {
+      std::fprintf(stderr,
+                   "quantize: --no-calib: NVFP4 layers are written weight-only (W4A16, no input_global_scale) and "
+                   "without kv_cache_scheme%s\n",
+                   a->calib.empty() ? "" : fmt::format(" (--calib {} ignored)", a->calib).c_str());
+    }
     quant::QuantizeOptions opts;
     opts.tie_word_embeddings = config->tie_word_embeddings;
     opts.text_prefix = std::string(config->weight_prefix());
@@ -69,13 +82,22 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code) {
     opts.progress = !a->quiet;
     opts.max_shard_bytes = a->shard_mb << 20;
     const auto start = std::chrono::steady_clock::now();
-    auto report = quant::QuantizeCheckpoint(a->in_dir, a->out_dir, *recipe, opts);
-    if (!report.ok()) return fail(report.status());
+    calib::CalibrationOptions copt;
+    copt.calibrate = !a->no_calib;
+    copt.evaluate = !a->no_eval;
+    copt.calib_file = a->calib;
+    copt.samples = a->calib_samples;
+    copt.eval_samples = a->eval_samples;
+    copt.max_tokens = a->calib_max_tokens;
+    auto result = calib::CalibrateAndQuantize(a->in_dir, a->out_dir, *recipe, opts, copt);
+    if (!result.ok()) return fail(result.status());
+    const quant::QuantizeReport* report = &result->report;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (const auto& m : report->modules) {
       if (!m.fallback.empty()) std::fprintf(stderr, "quantize: fallback: %s: %s\n", m.name.c_str(), m.fallback.c_str());
     }
     std::fputs(quant::FormatReportTable(*report).c_str(), stdout);
+    std::fputs(calib::FormatCalibrationSummary(*result).c_str(), stdout);
     std::printf("quantized %s -> %s (recipe %s) in %.1f s\n", a->in_dir.c_str(), a->out_dir.c_str(),
                 recipe->name().c_str(), secs);
     *exit_code = 0;

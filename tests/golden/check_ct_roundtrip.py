@@ -10,8 +10,14 @@ binary, then:
     (BaseCompressor registry -> decompress, the path ModelCompressor uses) and checks the result equals,
     bit for bit, what our reader dequantises (QuantizedLinear::DequantizeToF32); dense modules are
     compared as stored.
+  * checks that the calibration tensors (NVFP4 `input_global_scale` for W4A4, `k_scale`/`v_scale` with
+    kv_cache_scheme) are exactly the parameters the library registers for our config (names, shapes,
+    dtypes), with finite positive values; and none of them after `--no-calib`;
+  * checks that our evaluation's simulated W4A4 (model/activation_fake_quant.h, through
+    build/tests/calib_act_qdq_dump) QDQs random activations exactly as the library's forward_quantize
+    does with our input_global_scale, and FP8 KV as the library's k/v QDQ with our k_scale/v_scale.
 MTP modules (mtp.*) are not part of the transformers model; they are dense in every built-in recipe
-and are checked like any dense module.
+and are checked like any dense module (their attention's k/v scales are ours only).
 
     /work/torchenv/bin/python tests/golden/check_ct_roundtrip.py [--build-dir build] [--record FILE]
 
@@ -29,7 +35,8 @@ import torch
 import transformers
 from compressed_tensors.compressors import BaseCompressor
 from compressed_tensors.quantization import QuantizationConfig, apply_quantization_config
-from safetensors.torch import load_file
+from compressed_tensors.quantization.lifecycle.forward import fake_quantize, forward_quantize
+from safetensors.torch import load_file, save_file
 from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -51,7 +58,46 @@ def load_all(d):
     return out
 
 
-def check(model_dir, dump_dir, log):
+def check_activation_qdq(model, tensors, qconfig, model_dir, build, log):
+    """Library QDQ of random activations with our scales == our simulation's; returns mismatches."""
+    gen = torch.Generator().manual_seed(0)
+    inputs, lib = {}, {}
+    for name, m in model.named_modules():
+        gs = tensors.get(f"{name}.input_global_scale")
+        scheme = getattr(m, "quantization_scheme", None)
+        if gs is None or scheme is None or scheme.input_activations is None:
+            continue
+        # Rows at three magnitudes (plus zeros), so groups land in every part of the fp8 scale range.
+        x = torch.randn(4, m.in_features, generator=gen) * torch.tensor([[0.01], [1.0], [30.0], [0.0]])
+        m.input_global_scale = torch.nn.Parameter(gs.clone(), requires_grad=False)
+        inputs[name] = x
+        lib[name] = forward_quantize(m, x.clone(), "input", scheme.input_activations)
+    if qconfig.kv_cache_scheme is not None:
+        for n, t in tensors.items():
+            if n.endswith(".k_scale") or n.endswith(".v_scale"):
+                attn, kv = n[: -len(".k_scale")], n[-7]
+                x = torch.randn(8, 64, generator=gen) * 3.0
+                inputs[f"{attn}.{kv}"] = x
+                lib[f"{attn}.{kv}"] = fake_quantize(x.clone(), t.to(torch.float32), None, qconfig.kv_cache_scheme)
+    if not inputs:
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        save_file(inputs, str(tmp / "in.safetensors"))
+        sh(build / "tests/calib_act_qdq_dump", model_dir, tmp / "in.safetensors", tmp / "out.safetensors")
+        ours = load_file(str(tmp / "out.safetensors"))
+    bad = 0
+    for n in sorted(inputs):
+        if not torch.equal(ours[n], lib[n].to(torch.float32)):
+            d = (ours[n] - lib[n]).abs().max().item()
+            log(f"  MISMATCH activation QDQ {n}: max |ours - library| {d}")
+            bad += 1
+    log(f"  simulated activation QDQ: {len(inputs)} tensors ({sum(not n.endswith(('.k', '.v')) for n in inputs)} "
+        f"NVFP4 inputs, {sum(n.endswith(('.k', '.v')) for n in inputs)} FP8 K/V) equal to the library's, {bad} mismatches")
+    return bad
+
+
+def check(model_dir, dump_dir, log, build):
     config = json.loads((model_dir / "config.json").read_text())
     qconfig = QuantizationConfig.model_validate(config["quantization_config"])
     text_config = Qwen3_5TextConfig(**{k: v for k, v in config.items() if k != "quantization_config"})
@@ -95,6 +141,22 @@ def check(model_dir, dump_dir, log):
         elif not torch.equal(ours[f"{name}.weight"], tensors[f"{name}.weight"].to(torch.float32)):
             log(f"  MISMATCH {name}: dense weight differs")
             bad += 1
+    # Calibration parameters: what the library registers for our config == what we wrote.
+    suffixes = (".input_global_scale", ".k_scale", ".v_scale", ".input_scale")
+    lib_params = {n: p for n, p in model.named_parameters() if n.endswith(suffixes)}
+    ours_params = {n: t for n, t in tensors.items() if n.endswith(suffixes) and not n.startswith("mtp.")}
+    for n in sorted(set(lib_params) ^ set(ours_params)):
+        log(f"  MISMATCH {n}: {'registered by the library only' if n in lib_params else 'in our checkpoint only'}")
+        bad += 1
+    for n in sorted(set(lib_params) & set(ours_params)):
+        p, t = lib_params[n], ours_params[n]
+        if tuple(p.shape) != tuple(t.shape) or p.dtype != t.dtype or not (torch.isfinite(t).all() and (t > 0).all()):
+            log(f"  MISMATCH {n}: library {tuple(p.shape)} {p.dtype}, ours {tuple(t.shape)} {t.dtype} = {t.tolist()}")
+            bad += 1
+    n_gs = sum(n.endswith(".input_global_scale") for n in ours_params)
+    n_kv = sum(n.endswith(".k_scale") for n in ours_params)
+    log(f"  calibration tensors: {n_gs} input_global_scale, {n_kv} k/v scale pairs, as the library registers them")
+    bad += check_activation_qdq(model, tensors, qconfig, model_dir, build, log)
     log(f"  {len(modules)} modules checked against the library ({', '.join(f'{k}: {v}' for k, v in sorted(counts.items()))}), "
         f"{len(extra)} MTP modules dense, {bad} mismatches")
     return bad
@@ -118,14 +180,15 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
         sh(build / "bin/sparkserve", "demo-model", tmp / "src", "--shape", "tiny", "--seed", "3", "--quiet")
-        for recipe in ("nvfp4-mixed", "nvfp4", "fp8"):
-            out, dump = tmp / recipe, tmp / f"{recipe}-dump"
+        for recipe, extra in (("nvfp4-mixed", []), ("nvfp4-mixed", ["--no-calib"]), ("nvfp4", []), ("fp8", [])):
+            label = " ".join([recipe, *extra])
+            out, dump = tmp / label.replace(" ", "_"), tmp / f"{label.replace(' ', '_')}-dump"
             sh(build / "bin/sparkserve", "quantize", tmp / "src", out, "--recipe", recipe, "--quiet",
-               "--shard-size-mb", "1")
+               "--shard-size-mb", "1", "--calib-max-tokens", "128", *extra)
             dump.mkdir()
             sh(build / "tests/quantize_dequant_dump", out, dump)
-            log(f"recipe {recipe}:")
-            bad += check(out, dump, log)
+            log(f"recipe {label} ({'weight-only' if extra else 'calibrated'}):")
+            bad += check(out, dump, log, build)
     log("PASS: every tensor decompresses to exactly what our reader dequantises" if bad == 0 else f"FAIL: {bad} mismatches")
     pathlib.Path(a.record).write_text("\n".join(lines) + "\n")
     return 1 if bad else 0

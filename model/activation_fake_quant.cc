@@ -1,0 +1,76 @@
+// Simulated NVFP4 activations and FP8 KV cache (see activation_fake_quant.h).
+#include "model/activation_fake_quant.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/status.h"
+#include "fmt/format.h"
+#include "quant/e2m1.h"
+#include "quant/e4m3.h"
+
+namespace sparkserve::model {
+
+void FakeQuantizeNvfp4Rows(const float* x, int64_t rows, int64_t in, float gs, float* out) {
+  constexpr int64_t G = 16;
+  for (int64_t g = 0; g < rows * in; g += G) {
+    float amax = 0;
+    for (int64_t i = 0; i < G; ++i) amax = std::max(amax, std::fabs(x[g + i]));
+    float s = quant::E4M3ToF32(quant::F32ToE4M3(std::clamp(gs * (amax / quant::kE2M1Max), -quant::kE4M3Max,
+                                                             quant::kE4M3Max)));
+    if (s == 0.0f) s = 0.125f;
+    const float e = s / gs;
+    for (int64_t i = 0; i < G; ++i) {
+      const float q = std::clamp(x[g + i] / e, -quant::kE2M1Max, quant::kE2M1Max);
+      out[g + i] = quant::E2M1ToF32(quant::F32ToE2M1(q)) * e;
+    }
+  }
+}
+
+void FakeQuantizeFp8(float* x, int64_t count, float scale) {
+  for (int64_t i = 0; i < count; ++i) x[i] = quant::E4M3ToF32(quant::F32ToE4M3(x[i] / scale)) * scale;
+}
+
+absl::StatusOr<std::unique_ptr<QuantizedActivationSimulator>> QuantizedActivationSimulator::FromCheckpoint(
+    const quant::Checkpoint& ckpt) {
+  std::map<std::string, float> gs;
+  for (const auto& [name, m] : ckpt.modules()) {
+    if (!m.input_global_scale.defined()) continue;
+    const float v = m.input_global_scale.data<float>()[0];
+    if (!(v > 0) || !std::isfinite(v))
+      return absl::InvalidArgumentError(fmt::format("{}.input_global_scale is {}", name, v));
+    gs[name] = v;
+  }
+  std::map<std::string, std::pair<float, float>> kv;
+  constexpr std::string_view kK = ".k_scale";
+  for (const std::string& n : ckpt.other_tensors()) {
+    if (n.size() <= kK.size() || n.compare(n.size() - kK.size(), kK.size(), kK) != 0) continue;
+    const std::string attn = n.substr(0, n.size() - kK.size());
+    ASSIGN_OR_RETURN(core::Tensor k, ckpt.DenseF32(n));
+    ASSIGN_OR_RETURN(core::Tensor v, ckpt.DenseF32(attn + ".v_scale"));
+    if (k.numel() != 1 || v.numel() != 1)
+      return absl::InvalidArgumentError(fmt::format("{}: k_scale / v_scale must be per tensor ([1])", attn));
+    kv[attn] = {k.data<float>()[0], v.data<float>()[0]};
+  }
+  return std::make_unique<QuantizedActivationSimulator>(std::move(gs), std::move(kv));
+}
+
+const float* QuantizedActivationSimulator::OnLinearInput(const std::string& module, const float* x, int64_t rows,
+                                                         int64_t in) {
+  auto it = gs_.find(module);
+  if (it == gs_.end() || in % 16 != 0) return x;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<float>& buf = buffers_[module];
+  buf.resize(static_cast<size_t>(rows * in));
+  FakeQuantizeNvfp4Rows(x, rows, in, it->second, buf.data());
+  return buf.data();
+}
+
+void QuantizedActivationSimulator::OnKvWrite(const std::string& attention, float* k, float* v, int64_t count) {
+  auto it = kv_.find(attention);
+  if (it == kv_.end()) return;
+  FakeQuantizeFp8(k, count, it->second.first);
+  FakeQuantizeFp8(v, count, it->second.second);
+}
+
+}  // namespace sparkserve::model
