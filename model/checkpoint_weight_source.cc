@@ -23,13 +23,21 @@ bool CheckpointWeightSource::Has(const std::string& name) const {
 }
 
 absl::StatusOr<core::Tensor> CheckpointWeightSource::LoadF32(const std::string& name) const {
+  // Each source tensor is read once: its mapped pages are released after the conversion, so the
+  // process does not hold the checkpoint's bytes on top of the f32 model.
+  const quant::SafetensorsCheckpoint& files = ckpt_->files();
   if (const quant::QuantizedLinear* m = ModuleOf(name)) {
     auto w = m->DequantizeToF32();
     if (!w.ok()) return core::Annotate(w.status(), name);
+    for (const core::Tensor* t : {&m->weight, &m->weight_scale, &m->weight_global_scale, &m->input_global_scale,
+                                  &m->input_scale, &m->bias}) {
+      files.ReleasePages(*t);
+    }
     return w;
   }
   auto t = ckpt_->DenseF32(name);
   if (!t.ok()) return core::Annotate(t.status(), name);
+  if (auto view = files.Get(name); view.ok()) files.ReleasePages(*view);
   return t;
 }
 

@@ -230,6 +230,7 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   if (p == MAP_FAILED) return absl::InternalError(fmt::format("{}: mmap failed: {}", path, std::strerror(errno)));
   f.mapping_ = std::shared_ptr<void>(p, [size](void* q) { ::munmap(q, size); });
   f.base_ = static_cast<const uint8_t*>(p);
+  f.mapped_bytes_ = size;
   ASSIGN_OR_RETURN(f.header_, ParseSafetensorsHeader({f.base_, size}, path));
   for (size_t i = 0; i < f.header_.tensors.size(); ++i) f.index_.emplace(f.header_.tensors[i].name, i);
   return f;
@@ -243,6 +244,11 @@ const SafetensorsEntry* SafetensorsFile::Find(std::string_view name) const {
 core::Tensor SafetensorsFile::View(const SafetensorsEntry& e) const {
   void* data = const_cast<uint8_t*>(base_ + header_.data_start + e.begin);  // private mapping: writes stay in memory
   return core::Tensor::Borrow(data, e.shape, e.dtype, core::Device::Cpu(), mapping_);
+}
+
+bool SafetensorsFile::Maps(const void* p, size_t bytes) const {
+  const uint8_t* q = static_cast<const uint8_t*>(p);
+  return q >= base_ && bytes <= mapped_bytes_ && q - base_ <= static_cast<ptrdiff_t>(mapped_bytes_ - bytes);
 }
 
 absl::StatusOr<core::Tensor> SafetensorsFile::Get(std::string_view name) const {
@@ -365,6 +371,18 @@ std::vector<std::string> SafetensorsCheckpoint::Names() const {
 const std::map<std::string, std::string>& SafetensorsCheckpoint::metadata() const {
   static const std::map<std::string, std::string> kEmpty;
   return files_.empty() ? kEmpty : files_.front().metadata();
+}
+
+void SafetensorsCheckpoint::ReleasePages(const core::Tensor& view) const {
+  if (!view.defined() || !view.device().is_cpu()) return;
+  const bool mapped = std::any_of(files_.begin(), files_.end(),
+                                  [&](const SafetensorsFile& f) { return f.Maps(view.raw_data(), view.nbytes()); });
+  if (!mapped) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(view.raw_data());
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + view.nbytes()) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 }  // namespace sparkserve::quant

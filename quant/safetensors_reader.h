@@ -61,11 +61,14 @@ class SafetensorsFile {
   absl::StatusOr<core::Tensor> Get(std::string_view name) const;
   // The view of an entry of this file's header.
   core::Tensor View(const SafetensorsEntry& entry) const;
+  // True when [p, p + bytes) lies inside this file's mapping.
+  bool Maps(const void* p, size_t bytes) const;
 
  private:
   std::string path_;
   std::shared_ptr<void> mapping_;  // keeps the mmap alive
   const uint8_t* base_ = nullptr;
+  size_t mapped_bytes_ = 0;
   SafetensorsHeader header_;
   std::map<std::string, size_t, std::less<>> index_;  // name -> header_.tensors position
 };
@@ -90,6 +93,11 @@ class SafetensorsCheckpoint {
   // All tensor names, sorted.
   std::vector<std::string> Names() const;
   const std::vector<SafetensorsFile>& files() const { return files_; }
+  // Drops this process's copies of the whole pages inside `view`, a view of one of these files
+  // (madvise MADV_DONTNEED: the pages are re-read from the unchanged file if touched again).
+  // Loaders call it once a tensor is converted, so that a model widened at load does not also
+  // keep its source pages resident. Views of other memory are left alone.
+  void ReleasePages(const core::Tensor& view) const;
   // Metadata of the first file (the index has none of its own worth keeping).
   const std::map<std::string, std::string>& metadata() const;
 
