@@ -725,7 +725,9 @@ TEST_F(ApiServerTest, AnthropicToolAndAnyChoicesForceToolUse) {
     Json d = Json::parse(e.data);
     if (e.event == "content_block_start") {
       block_types.push_back(d["content_block"]["type"]);
-      if (d["content_block"]["type"] == "tool_use") EXPECT_EQ(d["content_block"]["name"], "lookup");
+      if (d["content_block"]["type"] == "tool_use") {
+        EXPECT_EQ(d["content_block"]["name"], "lookup");
+      }
     }
     if (e.event == "content_block_delta" && d["delta"]["type"] == "input_json_delta") {
       partial_json += d["delta"]["partial_json"].get<std::string>();
