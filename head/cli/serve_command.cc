@@ -112,6 +112,7 @@ int Serve(const ServeArgs& a) {
   ctx.api_key = a.api_key;
   ctx.ready = &ready;
   ctx.parser_factory = http::MakeModelOutputParserFactory(*family);
+  ctx.tool_call_markup = http::ToolCallMarkupFor(*family);
   http::ServingMetrics metrics(ctx.model_name);
   http::ApiServer api(ctx, &metrics);
 

@@ -6,6 +6,7 @@
 #include "head/http/generation.h"
 #include "head/http/openai_chat.h"
 #include "head/http/sampling_fields.h"
+#include "head/http/tool_choice.h"
 
 namespace sparkserve::http {
 
@@ -147,27 +148,6 @@ Json AnthropicTemplateKwargs(const Json& body) {
 }
 
 namespace {
-
-// Tool-choice handling shared by /v1/messages and count_tokens; returns whether to parse tool calls.
-bool ReadToolChoice(const Json& body, const Json& tools) {
-  auto tc = body.find("tool_choice");
-  if (tc == body.end() || tc->is_null()) return !tools.is_null();
-  if (!tc->is_object() || !tc->contains("type")) throw RequestError(400, "tool_choice: must be an object with 'type'", "tool_choice");
-  std::string type = (*tc)["type"].is_string() ? (*tc)["type"].get<std::string>() : "";
-  if (type == "none") return false;
-  if (type == "auto") return !tools.is_null();
-  if (type == "any" || type == "tool") {
-    if (tools.is_null()) throw RequestError(400, fmt::format("tool_choice '{}' needs 'tools'", type), "tool_choice");
-    if (type == "tool") {
-      std::string name = tc->value("name", "");
-      bool known = false;
-      for (const auto& t : tools) known = known || t["function"]["name"] == name;
-      if (!known) throw RequestError(400, fmt::format("tool_choice names tool '{}', which is not in 'tools'", name), "tool_choice");
-    }
-    return true;
-  }
-  throw RequestError(400, fmt::format("tool_choice.type: unexpected value '{}'", type), "tool_choice");
-}
 
 Json ToolInput(const std::string& arguments) {
   if (arguments.empty()) return Json::object();
@@ -327,8 +307,9 @@ void HandleMessages(const ServingContext& ctx, ServingMetrics* metrics, const Ht
   if (*max_tokens < 1) throw RequestError(400, "max_tokens: must be at least 1", "max_tokens");
   Json messages = AnthropicToChatMessages(body);
   Json tools = AnthropicToChatTools(body);
-  bool parse_tools = ReadToolChoice(body, tools);
+  ToolChoice tool_choice = ReadAnthropicToolChoice(body, tools);
   Json kwargs = AnthropicTemplateKwargs(body);
+  PrepareForcedToolChoice(ctx, tool_choice, kwargs);
   bool stream = OptBool(body, "stream").value_or(false);
 
   // Only the Anthropic sampling fields; the rest of the body is ignored like any unknown field.
@@ -343,6 +324,7 @@ void HandleMessages(const ServingContext& ctx, ServingMetrics* metrics, const Ht
   fields.stop_strings = ReadStopStrings(body, "stop_sequences");
 
   RenderedChat chat = RenderChatPrompt(ctx, messages, tools, true, false, kwargs);
+  std::string forced_output = ForceToolCallStart(ctx, tool_choice, chat);  // counted in input_tokens
   int64_t input_tokens = static_cast<int64_t>(chat.prompt_ids.size());
   int32_t resolved = ResolveMaxTokens(ctx, chat.prompt_ids.size(), max_tokens, "max_tokens");
 
@@ -351,8 +333,9 @@ void HandleMessages(const ServingContext& ctx, ServingMetrics* metrics, const Ht
   setup.stop_strings = fields.stop_strings;
   setup.parse_output = true;
   setup.parser_options.starts_in_reasoning = chat.starts_in_reasoning;
-  setup.parser_options.parse_tool_calls = parse_tools;
+  setup.parser_options.parse_tool_calls = tool_choice.parses_tools(tools);
   setup.parser_options.tools = tools;
+  setup.parser_options.forced_output = std::move(forced_output);
   setup.tool_id_prefix = "toolu_";
   setup.stream = stream;
   RequestInfo info{req.method, req.path, req.remote, "msg_" + RandomHex(24), std::chrono::steady_clock::now()};
@@ -366,8 +349,11 @@ Json CountTokens(const ServingContext& ctx, const HttpRequest& req) {
   CheckModelName(body, ctx);
   Json messages = AnthropicToChatMessages(body);
   Json tools = AnthropicToChatTools(body);
-  ReadToolChoice(body, tools);
-  RenderedChat chat = RenderChatPrompt(ctx, messages, tools, true, false, AnthropicTemplateKwargs(body));
+  ToolChoice tool_choice = ReadAnthropicToolChoice(body, tools);
+  Json kwargs = AnthropicTemplateKwargs(body);
+  PrepareForcedToolChoice(ctx, tool_choice, kwargs);
+  RenderedChat chat = RenderChatPrompt(ctx, messages, tools, true, false, kwargs);
+  ForceToolCallStart(ctx, tool_choice, chat);  // the same count /v1/messages reports
   return Json{{"input_tokens", chat.prompt_ids.size()}};
 }
 

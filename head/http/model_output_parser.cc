@@ -9,11 +9,26 @@ namespace {
 
 class ModelOutputParser : public OutputParser {
  public:
-  explicit ModelOutputParser(chat::OutputParserOptions options) : parser_(std::move(options)) {}
-  std::vector<OutputPiece> Feed(std::string_view text) override { return Convert(parser_.Feed(text)); }
-  std::vector<OutputPiece> Finish() override { return Convert(parser_.Finish()); }
+  // `forced_output`: prompt text the parser reads first, as if generated; its pieces are held and
+  // come out in front of the first Feed/Finish result.
+  ModelOutputParser(chat::OutputParserOptions options, const std::string& forced_output)
+      : parser_(std::move(options)) {
+    if (!forced_output.empty()) held_ = Convert(parser_.Feed(forced_output));
+  }
+  std::vector<OutputPiece> Feed(std::string_view text) override {
+    return WithHeld(Convert(parser_.Feed(text)));
+  }
+  std::vector<OutputPiece> Finish() override { return WithHeld(Convert(parser_.Finish())); }
 
  private:
+  std::vector<OutputPiece> WithHeld(std::vector<OutputPiece> pieces) {
+    if (held_.empty()) return pieces;
+    std::vector<OutputPiece> out = std::move(held_);
+    held_.clear();
+    out.insert(out.end(), std::make_move_iterator(pieces.begin()), std::make_move_iterator(pieces.end()));
+    return out;
+  }
+
   static std::vector<OutputPiece> Convert(const chat::OutputEvents& events) {
     std::vector<OutputPiece> out;
     for (const auto& e : events) {
@@ -37,6 +52,7 @@ class ModelOutputParser : public OutputParser {
     return out;
   }
   chat::OutputParser parser_;
+  std::vector<OutputPiece> held_;
 };
 
 }  // namespace
@@ -56,8 +72,16 @@ OutputParserFactory MakeModelOutputParserFactory(chat::ModelFamily family) {
       }
     }
     opts.StartingInReasoning(o.starts_in_reasoning);
-    return std::make_unique<ModelOutputParser>(std::move(opts));
+    return std::make_unique<ModelOutputParser>(std::move(opts), o.forced_output);
   };
+}
+
+ToolCallMarkup ToolCallMarkupFor(chat::ModelFamily family) {
+  switch (family) {
+    case chat::ModelFamily::kQwen3: return ToolCallMarkup::kQwenJson;
+    case chat::ModelFamily::kQwen3_5: return ToolCallMarkup::kQwenXml;
+    default: return ToolCallMarkup::kNone;
+  }
 }
 
 }  // namespace sparkserve::http

@@ -9,4 +9,7 @@ namespace sparkserve::http {
 // Parsers of `family`'s markup, configured per request (reasoning start, tools and their schemas).
 OutputParserFactory MakeModelOutputParserFactory(chat::ModelFamily family);
 
+// The tool-call form `family`'s parser reads (what a forced tool_choice appends).
+ToolCallMarkup ToolCallMarkupFor(chat::ModelFamily family);
+
 }  // namespace sparkserve::http

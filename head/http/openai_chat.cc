@@ -7,6 +7,7 @@
 #include "head/chat/output/output_parser.h"
 #include "head/http/api_error.h"
 #include "head/http/sampling_fields.h"
+#include "head/http/tool_choice.h"
 
 namespace sparkserve::http {
 
@@ -341,36 +342,8 @@ void HandleChatCompletions(const ServingContext& ctx, ServingMetrics* metrics, c
   Json messages = NormalizeChatMessages(*msgs_it);
   Json tools = NormalizeChatTools(body);
 
-  // tool_choice: none | auto | required | {"type": "function", "function": {"name": ...}}.
-  bool parse_tools = !tools.is_null();
-  if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
-    if (tc->is_string()) {
-      std::string choice = tc->get<std::string>();
-      if (choice == "none") {
-        parse_tools = false;
-      } else if (choice == "required") {
-        if (tools.is_null()) throw RequestError(400, "tool_choice 'required' needs 'tools'", "tool_choice");
-      } else if (choice != "auto") {
-        throw RequestError(400, fmt::format("unknown tool_choice '{}' (none, auto, required, or a named function)",
-                                            choice), "tool_choice");
-      }
-    } else if (tc->is_object()) {
-      std::string name;
-      if (tc->contains("function") && (*tc)["function"].is_object()) {
-        name = (*tc)["function"].value("name", "");
-      }
-      bool known = false;
-      if (!tools.is_null()) {
-        for (const auto& t : tools) known = known || t["function"]["name"] == name;
-      }
-      if (!known) {
-        throw RequestError(400, fmt::format("tool_choice names function '{}', which is not in 'tools'", name),
-                           "tool_choice");
-      }
-    } else {
-      throw RequestError(400, "'tool_choice' must be a string or an object", "tool_choice");
-    }
-  }
+  ToolChoice tool_choice = ReadOpenAiToolChoice(body, tools);
+  bool parse_tools = tool_choice.parses_tools(tools);
 
   Json kwargs = Json::object();
   if (auto k = body.find("chat_template_kwargs"); k != body.end() && !k->is_null()) {
@@ -383,6 +356,11 @@ void HandleChatCompletions(const ServingContext& ctx, ServingMetrics* metrics, c
     throw RequestError(400, "'continue_final_message' and 'add_generation_prompt' cannot both be true",
                        "continue_final_message");
   }
+  if (tool_choice.forced() && !add_generation_prompt) {
+    throw RequestError(400, "a forced tool_choice ('required' or a named function) needs 'add_generation_prompt'",
+                       "tool_choice");
+  }
+  PrepareForcedToolChoice(ctx, tool_choice, kwargs);
 
   bool stream = OptBool(body, "stream").value_or(false);
   bool include_usage = false;
@@ -401,6 +379,7 @@ void HandleChatCompletions(const ServingContext& ctx, ServingMetrics* metrics, c
   fields.sampling.logprobs = logprobs ? top_logprobs : -1;
 
   RenderedChat chat = RenderChatPrompt(ctx, messages, tools, add_generation_prompt, continue_final, kwargs);
+  std::string forced_output = ForceToolCallStart(ctx, tool_choice, chat);  // usage counts it as prompt
   int32_t max_tokens = ResolveMaxTokens(ctx, chat.prompt_ids.size(), fields.max_tokens,
                                         body.contains("max_completion_tokens") ? "max_completion_tokens"
                                                                                : "max_tokens");
@@ -413,6 +392,7 @@ void HandleChatCompletions(const ServingContext& ctx, ServingMetrics* metrics, c
   setup.parser_options.starts_in_reasoning = chat.starts_in_reasoning;
   setup.parser_options.parse_tool_calls = parse_tools;
   setup.parser_options.tools = tools;
+  setup.parser_options.forced_output = std::move(forced_output);
   setup.tool_id_prefix = "call_";
   setup.stream = stream;
 

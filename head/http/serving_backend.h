@@ -72,6 +72,10 @@ struct OutputParserOptions {
   bool parse_reasoning = true;
   bool parse_tool_calls = false;     // tools were given and tool_choice != none
   Json tools;                        // the request's tools, OpenAI-shaped (null when none)
+  // Text appended to the prompt that the parser reads first as if generated (a forced tool-call
+  // start, head/http/tool_choice.h); its pieces come out with the first output, never as content
+  // unless the call turns out malformed.
+  std::string forced_output;
 };
 
 using OutputParserFactory = std::function<std::unique_ptr<OutputParser>(const OutputParserOptions&)>;
@@ -86,11 +90,19 @@ class PlainOutputParser : public OutputParser {
   std::vector<OutputPiece> Finish() override { return {}; }
 };
 
+// How the served model writes tool calls (what a forced tool_choice appends to the prompt).
+enum class ToolCallMarkup {
+  kNone,      // no tool-call parsing: tool_choice cannot force a call
+  kQwenXml,   // Qwen3.5: <tool_call>\n<function=NAME>\n<parameter=...
+  kQwenJson,  // Qwen3:   <tool_call>\n{"name": NAME, "arguments": ...}
+};
+
 // Everything a request handler needs; owned by `sparkserve serve` (or a test).
 struct ServingContext {
   head::EngineApi* engine = nullptr;
   const TextCodec* codec = nullptr;
   OutputParserFactory parser_factory;        // null: PlainOutputParser
+  ToolCallMarkup tool_call_markup = ToolCallMarkup::kNone;  // matches parser_factory's family
   std::string model_name = "sparkserve";    // --served-model-name
   int64_t created_unix = 0;                 // /v1/models "created"
   int32_t max_seq_len = 4096;               // prompt + output limit

@@ -66,9 +66,9 @@ def model_dir(tmp_path_factory):
 
 
 class Server:
-    def __init__(self, model_dir, *extra):
+    def __init__(self, model_dir, *extra, max_seq_len=256):
         self.proc = subprocess.Popen(
-            [SPARKSERVE, "serve", str(model_dir), "--host", "127.0.0.1", "--port", "0", "--max-seq-len", "256",
+            [SPARKSERVE, "serve", str(model_dir), "--host", "127.0.0.1", "--port", "0", "--max-seq-len", str(max_seq_len),
              "--max-batch", "8", "--served-model-name", MODEL_NAME, "--api-key", API_KEY, "--max-body-mb", "1",
              *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
