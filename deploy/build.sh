@@ -32,6 +32,8 @@ if ! command -v cmake >/dev/null 2>&1 || ! command -v ninja >/dev/null 2>&1 || [
 fi
 ARCHS="${SPARKSERVE_CUDA_ARCHS:-90a;100a;120a;121a}"
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+# Paths relative to the checkout, so that another clone of the same sources reuses the cache.
+export CCACHE_BASEDIR="$REPO_ROOT" CCACHE_NOHASHDIR=1
 cmake -S "$REPO_ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$TYPE" -DSPARKSERVE_CUDA="$CUDA" \
   -DSPARKSERVE_CUDA_ARCHS="$ARCHS" -DSPARKSERVE_WERROR="$WERROR" >&2
 JOBS="${SPARKSERVE_JOBS:-$(nproc)}"
