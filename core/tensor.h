@@ -61,7 +61,7 @@ class Tensor {
   size_t nbytes() const { return static_cast<size_t>(numel()) * DTypeSize(dtype_); }
 
   void* raw_data() const { return static_cast<char*>(buffer_->data()) + offset_; }
-  // Typed access; the caller states the element type it expects (checked in debug builds).
+  // Typed access; the caller states the element type it expects (not checked: see dtype()).
   template <typename T>
   T* data() const { return static_cast<T*>(raw_data()); }
   template <typename T>
