@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "head/chat/chat_template.h"
+#include "tests/unit/temp_dir.h"
 
 namespace sparkserve::chat {
 namespace {
@@ -19,23 +20,7 @@ const ordered_json kUserHi = ordered_json::array({{{"role", "user"}, {"content",
 
 fs::path Fixtures() { return fs::path(SPARKSERVE_SOURCE_DIR) / ".." / "shared" / "fixtures"; }
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() / ("jinja_chat_template_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-  void Write(const std::string& name, const std::string& text) const {
-    fs::create_directories((path_ / name).parent_path());
-    std::ofstream(path_ / name, std::ios::binary) << text;
-  }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
+using test_support::TempDir;
 
 TEST(JinjaChatTemplate, StringTemplateSeesSpecialTokensAndDefaults) {
   ordered_json config = {

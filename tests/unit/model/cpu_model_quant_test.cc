@@ -19,6 +19,7 @@
 #include "quant/e4m3.h"
 #include "quant/safetensors_writer.h"
 #include "tests/unit/model/golden_fixture.h"
+#include "tests/unit/temp_dir.h"
 
 namespace sparkserve::model {
 namespace {
@@ -78,15 +79,7 @@ void AddFp8(const std::string& p, const core::Tensor& w, quant::NamedTensors* ou
   out->push_back({p + ".weight_scale", core::Tensor::FromF32({rows, 1}, scale)});
 }
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag)
-      : path(fs::temp_directory_path() / fmt::format("sparkserve_quant_{}_{}", tag, ::getpid())) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using test_support::TempDir;
 
 std::vector<float> PrefillLogits(const std::string& dir, const std::vector<int32_t>& ids) {
   auto r = LoadCpuModel(dir, SmallOptions());
@@ -139,12 +132,12 @@ TEST(CpuModelQuantised, Nvfp4AndFp8CheckpointEqualsItsDequantisedDenseTwin) {
                 "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": true, "dynamic": false}}},
       "ignore": ["lm_head", "re:mtp.*", "re:.*embed_tokens$", "re:.*visual.*"]})");
     TempDir qdir("q" + name), ddir("d" + name);
-    std::ofstream(qdir.path / "config.json") << cfg.dump(2);
-    fs::copy_file(src_dir + "/generation_config.json", qdir.path / "generation_config.json");
-    ASSERT_TRUE(quant::WriteSafetensors((qdir.path / "model.safetensors").string(), qt).ok());
+    std::ofstream(qdir.path() / "config.json") << cfg.dump(2);
+    fs::copy_file(src_dir + "/generation_config.json", qdir.path() / "generation_config.json");
+    ASSERT_TRUE(quant::WriteSafetensors((qdir.path() / "model.safetensors").string(), qt).ok());
 
     // The dense twin: every parameter as the quantised checkpoint dequantises it, in f32.
-    auto qsrc = CheckpointWeightSource::Open(qdir.path.string());
+    auto qsrc = CheckpointWeightSource::Open(qdir.path().string());
     ASSERT_TRUE(qsrc.ok()) << qsrc.status();
     EXPECT_EQ(qsrc->checkpoint().FindModule(std::string(name == "text_tied" ? "model" : "model.language_model") +
                                             ".layers.0.mlp.down_proj")->FormatName(), "nvfp4");
@@ -155,12 +148,12 @@ TEST(CpuModelQuantised, Nvfp4AndFp8CheckpointEqualsItsDequantisedDenseTwin) {
       dense.push_back({t, *w});
     }
     cfg.erase("quantization_config");
-    std::ofstream(ddir.path / "config.json") << cfg.dump(2);
-    ASSERT_TRUE(quant::WriteSafetensors((ddir.path / "model.safetensors").string(), dense).ok());
+    std::ofstream(ddir.path() / "config.json") << cfg.dump(2);
+    ASSERT_TRUE(quant::WriteSafetensors((ddir.path() / "model.safetensors").string(), dense).ok());
 
     const Golden g = LoadGolden(name);
-    const std::vector<float> q = PrefillLogits(qdir.path.string(), g.ids);
-    const std::vector<float> d = PrefillLogits(ddir.path.string(), g.ids);
+    const std::vector<float> q = PrefillLogits(qdir.path().string(), g.ids);
+    const std::vector<float> d = PrefillLogits(ddir.path().string(), g.ids);
     ASSERT_EQ(q.size(), g.logits.size());
     ASSERT_EQ(d.size(), q.size());
     EXPECT_LE(MaxAbsDiff(q.data(), d.data(), q.size()), 1e-6);
@@ -194,9 +187,9 @@ TEST(CpuModelQuantised, HalfPrecisionCheckpointsLoad) {
       half.push_back({t, h});
     }
     TempDir dir(std::string(core::DTypeName(dt)));
-    fs::copy_file(src_dir + "/config.json", dir.path / "config.json");
-    ASSERT_TRUE(quant::WriteSafetensors((dir.path / "model.safetensors").string(), half).ok());
-    const std::vector<float> logits = PrefillLogits(dir.path.string(), g.ids);
+    fs::copy_file(src_dir + "/config.json", dir.path() / "config.json");
+    ASSERT_TRUE(quant::WriteSafetensors((dir.path() / "model.safetensors").string(), half).ok());
+    const std::vector<float> logits = PrefillLogits(dir.path().string(), g.ids);
     ASSERT_EQ(logits.size(), g.logits.size());
     const double err = RelErr(logits.data(), g.logits.data(), logits.size());
     EXPECT_GT(err, 0.0);
