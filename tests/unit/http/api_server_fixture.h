@@ -1,0 +1,96 @@
+// ApiServerTest: the fixture of the in-process HTTP tests: a real HttpServer on loopback with
+// ApiServer, a fake codec and a fake engine replaying token ids.
+#pragma once
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "head/http/api_server.h"
+#include "head/http/http_server.h"
+#include "head/http/model_output_parser.h"
+#include "head/http/tool_choice.h"
+#include "tests/unit/http/fakes.h"
+#include "tests/unit/http/http_test_client.h"
+
+namespace sparkserve::http::testing {
+
+class ApiServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { StartServer(""); }
+  void TearDown() override {
+    engine_.JoinAll();
+    server_->Stop();
+  }
+
+  void StartServer(const std::string& api_key) {
+    if (server_) server_->Stop();
+    ctx_.engine = &engine_;
+    ctx_.codec = &codec_;
+    ctx_.parser_factory = MakeModelOutputParserFactory(family_);
+    ctx_.tool_call_markup = ToolCallMarkupFor(family_);
+    ctx_.model_name = "tiny";
+    ctx_.max_seq_len = 512;
+    ctx_.default_sampling.temperature = 0.0f;
+    ctx_.api_key = api_key;
+    ctx_.ready = &ready_;
+    api_ = std::make_unique<ApiServer>(ctx_, &metrics_);
+    HttpServerOptions opts;
+    opts.host = "127.0.0.1";
+    opts.port = 0;
+    opts.max_body_bytes = 64 * 1024;
+    opts.error_response = &ApiServer::TransportError;
+    server_ = std::make_unique<HttpServer>(opts, [this](HttpRequest r, std::shared_ptr<ResponseChannel> c) {
+      api_->Handle(std::move(r), std::move(c));
+    });
+    ASSERT_TRUE(server_->Start().ok());
+  }
+
+  ClientReply Post(const std::string& path, const Json& body, const std::map<std::string, std::string>& h = {}) {
+    TestClient c(server_->port());
+    return c.Send("POST", path, body.dump(), h);
+  }
+  ClientReply Get(const std::string& path, const std::map<std::string, std::string>& h = {}) {
+    TestClient c(server_->port());
+    return c.Send("GET", path, "", h);
+  }
+
+  // The decoded text of `text` minus reasoning/tool-call markup (what clients must get back).
+  static std::string WithoutThinkMarkup(std::string s) {
+    for (const std::string tag : {"<think>", "</think>"}) {
+      for (size_t p; (p = s.find(tag)) != std::string::npos;) s.erase(p, tag.size());
+    }
+    return s;
+  }
+
+  chat::ModelFamily family_ = chat::ModelFamily::kQwen3_5;
+  FakeCodec codec_;
+  FakeEngine engine_{&codec_};
+  std::atomic<bool> ready_{true};
+  ServingContext ctx_;
+  ServingMetrics metrics_{"tiny"};
+  std::unique_ptr<ApiServer> api_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+inline const Json kUser = Json::array({{{"role", "user"}, {"content", "hi"}}});
+
+
+// Error bodies in each API's own shape, containing `needle`.
+inline void ExpectOpenAiError(const ClientReply& r, int status, const std::string& needle) {
+  EXPECT_EQ(r.status, status) << r.body;
+  Json j = Json::parse(r.body);
+  ASSERT_TRUE(j.contains("error")) << r.body;
+  for (const char* k : {"message", "type", "param", "code"}) EXPECT_TRUE(j["error"].contains(k)) << k;
+  EXPECT_NE(j["error"]["message"].get<std::string>().find(needle), std::string::npos) << r.body;
+}
+
+inline void ExpectAnthropicError(const ClientReply& r, int status, const std::string& type, const std::string& needle) {
+  EXPECT_EQ(r.status, status) << r.body;
+  Json j = Json::parse(r.body);
+  EXPECT_EQ(j["type"], "error");
+  EXPECT_EQ(j["error"]["type"], type);
+  EXPECT_NE(j["error"]["message"].get<std::string>().find(needle), std::string::npos) << r.body;
+}
+
+}  // namespace sparkserve::http::testing
