@@ -83,4 +83,14 @@ ApiError ApiErrorFromStatus(const absl::Status& status) {
   }
 }
 
+void SendOpenAiFailure(ResponseChannel& channel, bool stream, const ApiError& e) {
+  if (stream) {
+    channel.Write(fmt::format("data: {}\n\n", OpenAiErrorJson(e)));
+    channel.Write("data: [DONE]\n\n");
+    channel.End();
+  } else {
+    channel.Respond(ErrorResponse(ApiFlavor::kOpenAi, e));
+  }
+}
+
 }  // namespace sparkserve::http

@@ -34,6 +34,9 @@ std::string OpenAiErrorJson(const ApiError& e);
 std::string AnthropicErrorJson(const ApiError& e);
 // A complete HTTP response carrying `e` in `flavor`'s JSON.
 HttpResponse ErrorResponse(ApiFlavor flavor, const ApiError& e);
+// Ends an OpenAI generation that failed: an error event and [DONE] on a stream, else the error
+// response.
+void SendOpenAiFailure(ResponseChannel& channel, bool stream, const ApiError& e);
 // The API a path belongs to (its error shape): /v1/messages... is Anthropic, the rest OpenAI.
 ApiFlavor FlavorOfPath(const std::string& path);
 // Maps an engine status to the HTTP error: ResourceExhausted -> 429 (Retry-After),

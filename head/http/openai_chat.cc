@@ -295,15 +295,7 @@ class ChatFormatter : public GenerationFormatter {
     channel_->Respond(HttpResponse{200, "application/json", {}, DumpJson(body)});
   }
 
-  void Failed(const ApiError& e) override {
-    if (stream_) {
-      channel_->Write(fmt::format("data: {}\n\n", OpenAiErrorJson(e)));
-      channel_->Write("data: [DONE]\n\n");
-      channel_->End();
-    } else {
-      channel_->Respond(ErrorResponse(ApiFlavor::kOpenAi, e));
-    }
-  }
+  void Failed(const ApiError& e) override { SendOpenAiFailure(*channel_, stream_, e); }
 
  private:
   Json Base(const char* object) const {

@@ -73,14 +73,14 @@ void ToolCallParser::Run(bool final, OutputEvents& out) {
       case State::kContent: step = StepContent(final, out); break;
       case State::kCallOpen: step = StepCallOpen(final, out); break;
       case State::kJsonBody: step = StepJsonBody(final, out); break;
-      case State::kAfterJson: step = StepAfterJson(final, out); break;
+      case State::kAfterJson: step = StepCallClose(final, out); break;
       case State::kFunctionName: step = StepFunctionName(final, out); break;
       case State::kFunctionBody: step = StepFunctionBody(final, out); break;
       case State::kParameterName: step = StepParameterName(final, out); break;
       case State::kValueStart: step = StepValueStart(final, out); break;
       case State::kValue: step = StepValue(final, out); break;
       case State::kAfterValueClose: step = StepAfterValueClose(final, out); break;
-      case State::kAfterFunction: step = StepAfterFunction(final, out); break;
+      case State::kAfterFunction: step = StepCallClose(final, out); break;
     }
     if (step == Step::kProgress) continue;
     // At the end of output a call still open can never complete: it is plain text.
@@ -245,21 +245,6 @@ ToolCallParser::Step ToolCallParser::StepJsonBody(bool final, OutputEvents& out)
   return Step::kNeedMore;
 }
 
-ToolCallParser::Step ToolCallParser::StepAfterJson(bool final, OutputEvents& out) {
-  SkipWhitespace();
-  if (Rest().empty()) return Step::kNeedMore;
-  switch (MatchLiteral(kCallClose, final)) {
-    case Match::kYes:
-      Consume(kCallClose.size());
-      return Complete(out);
-    case Match::kMaybe:
-      return Step::kNeedMore;
-    case Match::kNo:
-      break;
-  }
-  return Fail(out);
-}
-
 ToolCallParser::Step ToolCallParser::StepFunctionName(bool final, OutputEvents& out) {
   size_t length = 0;
   switch (ScanName(Rest(), /*function_name=*/true, final, length)) {
@@ -411,7 +396,8 @@ ToolCallParser::Step ToolCallParser::StepAfterValueClose(bool final, OutputEvent
   return Step::kProgress;
 }
 
-ToolCallParser::Step ToolCallParser::StepAfterFunction(bool final, OutputEvents& out) {
+// After the JSON object or </function>: whitespace, then </tool_call>.
+ToolCallParser::Step ToolCallParser::StepCallClose(bool final, OutputEvents& out) {
   SkipWhitespace();
   if (Rest().empty()) return Step::kNeedMore;
   switch (MatchLiteral(kCallClose, final)) {

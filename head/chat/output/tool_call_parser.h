@@ -78,14 +78,13 @@ class ToolCallParser {
   Step StepContent(bool final, OutputEvents& out);
   Step StepCallOpen(bool final, OutputEvents& out);
   Step StepJsonBody(bool final, OutputEvents& out);
-  Step StepAfterJson(bool final, OutputEvents& out);
   Step StepFunctionName(bool final, OutputEvents& out);
   Step StepFunctionBody(bool final, OutputEvents& out);
   Step StepParameterName(bool final, OutputEvents& out);
   Step StepValueStart(bool final, OutputEvents& out);
   Step StepValue(bool final, OutputEvents& out);
   Step StepAfterValueClose(bool final, OutputEvents& out);
-  Step StepAfterFunction(bool final, OutputEvents& out);
+  Step StepCallClose(bool final, OutputEvents& out);  // kAfterJson, kAfterFunction
 
   std::string_view Rest() const { return std::string_view(buf_).substr(pos_); }
   void Consume(size_t n);
