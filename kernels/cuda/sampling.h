@@ -1,0 +1,63 @@
+// Token sampling on the GPU, one logits row per sequence, with the semantics of head/engine/sampler
+// (vLLM order): raw logprobs -> banned ids -> logit_bias -> penalties (repetition, frequency,
+// presence) -> greedy (temperature < 1e-5) or temperature -> min_p -> top_k -> top_p -> draw with
+// the uniform number given per row. Only ids, logprobs and a per-row flag return to the host.
+// A row the GPU cannot finish exactly (see needs_host) is left for the host sampler.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace sparkserve::kernels::cuda {
+
+inline constexpr int kMaxGpuLogprobs = 20;     // top logprobs per row (head::kMaxLogprobs)
+inline constexpr int kMaxGpuCandidates = 1024; // truncated sets larger than this go to the host
+
+// One row's parameters (device array of these, one per row).
+struct SamplingRow {
+  float temperature = 1.0f;       // < 1e-5: greedy
+  int32_t top_k = 0;              // <= 0: off
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  int32_t num_logprobs = -1;      // -1: none; k in [0, 20]: sampled token's raw logprob + top k
+  double uniform = 0.0;           // the row's draw in [0, 1) (head::UniformAt on the host)
+  // Sparse per-row inputs, ranges into the shared arrays below: [begin, end).
+  int32_t banned_begin = 0, banned_end = 0;      // ids masked to -inf
+  int32_t bias_begin = 0, bias_end = 0;          // (id, bias) pairs
+  int32_t history_begin = 0, history_end = 0;    // distinct ids of prompt + output with output counts
+};
+
+struct SamplingInputs {
+  const float* logits = nullptr;       // f32 [rows, vocab] (read only)
+  int rows = 0;
+  int vocab = 0;
+  const SamplingRow* params = nullptr; // [rows]
+  const int32_t* banned_ids = nullptr;
+  const int32_t* bias_ids = nullptr;
+  const float* bias_values = nullptr;
+  const int32_t* history_ids = nullptr;     // distinct token ids (prompt or output)
+  const int32_t* history_output_counts = nullptr;  // times the id occurs in the output (0: prompt only)
+};
+
+struct SamplingOutputs {
+  int32_t* ids = nullptr;              // [rows] the sampled id (undefined when needs_host)
+  float* logprobs = nullptr;           // [rows] raw logprob of the sampled id
+  int32_t* top_ids = nullptr;          // [rows, kMaxGpuLogprobs] raw top logprobs, best first (lower id on ties)
+  float* top_logprobs = nullptr;       // [rows, kMaxGpuLogprobs]
+  // [rows] 0: done; 1: the row needs the host sampler (a truncated set past kMaxGpuCandidates);
+  // 2: the row has no finite logit left or holds NaN (the host reports the error).
+  int32_t* status = nullptr;
+};
+
+// Scratch for `rows` rows of `vocab`.
+size_t SampleWorkspaceBytes(int rows, int vocab);
+
+absl::Status Sample(const SamplingInputs& in, const SamplingOutputs& out, void* workspace, cudaStream_t stream);
+
+}  // namespace sparkserve::kernels::cuda
