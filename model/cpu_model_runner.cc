@@ -3,13 +3,13 @@
 
 #include <algorithm>
 #include <cstring>
-#include <set>
 #include <string>
 
 #include "core/status.h"
 #include "fmt/format.h"
 #include "kernels/cpu/ops.h"
 #include "model/cpu_layers.h"
+#include "model/step_validation.h"
 
 namespace sparkserve::model {
 
@@ -46,23 +46,16 @@ ModelCapacity CpuModelRunner::capacity() const {
           static_cast<int32_t>(config_.vocab_size), options_.max_seq_len};
 }
 
-absl::Status CpuModelRunner::CheckSeq(SlotId slot, int64_t start_pos, size_t n, size_t pages) const {
-  if (slot < 0 || slot >= options_.state.num_slots) {
-    return absl::InvalidArgumentError(fmt::format("slot {} outside [0, {})", slot, options_.state.num_slots));
-  }
-  if (n == 0) return absl::InvalidArgumentError(fmt::format("slot {}: no tokens", slot));
-  const int64_t end = start_pos + static_cast<int64_t>(n);
-  if (start_pos < 0 || end > options_.max_seq_len) {
-    return absl::InvalidArgumentError(
-        fmt::format("slot {}: positions [{}, {}) outside the context of {}", slot, start_pos, end, options_.max_seq_len));
-  }
-  const int64_t P = options_.state.kv_page_size;
-  const bool needs_kv = config_.num_full_attention_layers() > 0 || weights_.mtp.present;
-  if (needs_kv && static_cast<int64_t>(pages) * P < end) {
-    return absl::InvalidArgumentError(fmt::format(
-        "slot {}: {} KV pages of {} tokens do not cover {} positions", slot, pages, P, end));
-  }
-  return absl::OkStatus();
+StepLimits CpuModelRunner::limits() const {
+  StepLimits l;
+  l.num_slots = options_.state.num_slots;
+  l.max_seq_len = options_.max_seq_len;
+  l.kv_page_size = options_.state.kv_page_size;
+  l.num_kv_pages = options_.state.num_kv_pages;
+  l.needs_kv = config_.num_full_attention_layers() > 0 || weights_.mtp.present;
+  l.max_verify_tokens = options_.state.max_verify_tokens;
+  l.vocab_size = config_.vocab_size;
+  return l;
 }
 
 absl::StatusOr<core::Tensor> CpuModelRunner::LmHead(const float* rows, int64_t R) {
@@ -93,18 +86,8 @@ absl::StatusOr<core::Tensor> CpuModelRunner::LmHead(const float* rows, int64_t R
 
 absl::StatusOr<StepOutput> CpuModelRunner::Forward(const StepPlan& plan) {
   const int64_t d = config_.hidden_size;
+  RETURN_IF_ERROR(ValidateStepPlan(limits(), plan));
   BatchView batch;
-  std::set<SlotId> seen;
-  for (const SeqWork& s : plan.seqs) {
-    RETURN_IF_ERROR(CheckSeq(s.slot, s.start_pos, s.tokens.size(), s.kv_pages.size()));
-    if (!seen.insert(s.slot).second) {
-      return absl::InvalidArgumentError(fmt::format("slot {} appears twice in one step", s.slot));
-    }
-    if (s.keep_column_states && static_cast<int32_t>(s.tokens.size()) > options_.state.max_verify_tokens) {
-      return absl::InvalidArgumentError(fmt::format("slot {}: verify of {} tokens exceeds max_verify_tokens {}",
-                                                    s.slot, s.tokens.size(), options_.state.max_verify_tokens));
-    }
-  }
   std::vector<int32_t> tokens;
   for (const SeqWork& s : plan.seqs) {
     const int64_t n = static_cast<int64_t>(s.tokens.size());
@@ -205,7 +188,7 @@ absl::StatusOr<MtpOutput> CpuModelRunner::MtpForward(const std::vector<MtpSeqWor
   BatchView batch;
   std::vector<int32_t> tokens;
   for (const MtpSeqWork& s : seqs) {
-    RETURN_IF_ERROR(CheckSeq(s.slot, s.start_pos, s.tokens.size(), s.kv_pages.size()));
+    RETURN_IF_ERROR(ValidateSeq(limits(), s.slot, s.start_pos, s.tokens.size(), s.kv_pages.size()));
     const int64_t n = static_cast<int64_t>(s.tokens.size());
     if (!s.hidden.defined() || s.hidden.dtype() != core::DType::kF32 || s.hidden.numel() != n * d) {
       return absl::InvalidArgumentError(fmt::format("MTP slot {}: hidden must be f32 [{}, {}]", s.slot, n, d));

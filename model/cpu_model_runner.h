@@ -16,6 +16,7 @@
 #include "model/qwen35_state.h"
 #include "model/qwen35_weights.h"
 #include "model/shard_plan.h"
+#include "model/step_validation.h"
 
 namespace sparkserve::model {
 
@@ -89,7 +90,7 @@ class CpuModelRunner : public ModelRunner {
  private:
   CpuModelRunner(const Qwen35Config& config, Qwen35Weights weights, const ShardPlan& plan,
                  Collective* collective, const CpuRunnerOptions& options);
-  absl::Status CheckSeq(SlotId slot, int64_t start_pos, size_t n, size_t pages) const;
+  StepLimits limits() const;
   // lm_head over rows [R, d] -> full-vocab logits [R, vocab] (gathered across ranks).
   absl::StatusOr<core::Tensor> LmHead(const float* rows, int64_t R);
 

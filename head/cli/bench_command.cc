@@ -1,11 +1,13 @@
 // `sparkserve bench <subcommand>`: benchmarks. `bench serve` drives an OpenAI-compatible server
-// the way `vllm bench serve` does (bench/serve_bench.h). Further benchmarks (e.g. `bench engine`)
+// the way `vllm bench serve` does (bench/serve_bench.h); `bench engine` times the model runner
+// in-process (bench/engine_bench.h). Further benchmarks
 // add one Add*Subcommand function below and one call in AddBenchCommand.
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <string>
 
+#include "bench/engine_bench.h"
 #include "bench/serve_bench.h"
 #include "head/cli/commands.h"
 
@@ -67,13 +69,33 @@ void AddBenchServeSubcommand(CLI::App& bench, int* exit_code, const std::string*
   });
 }
 
+void AddBenchEngineSubcommand(CLI::App& bench, int* exit_code) {
+  auto args = std::make_shared<bench::BenchEngineArgs>();
+  CLI::App* cmd = bench.add_subcommand(
+      "engine",
+      "Decode speed of the model runner in-process (no HTTP): per batch size and context, tok/s with greedy "
+      "sampling included, the bytes one step reads and, on CUDA, the floor (those bytes over the copy bandwidth "
+      "measured in the same run) and the ratio floor / measured time.");
+  cmd->add_option("MODEL_DIR", args->model_dir, "model directory")->required();
+  cmd->add_option("--backend", args->backend, "cuda|cpu (default cuda)");
+  cmd->add_option("--batch", args->batches, "batch sizes, comma-separated (default 1)")->delimiter(',');
+  cmd->add_option("--context", args->contexts, "context lengths before the timed steps (default 0)")->delimiter(',');
+  cmd->add_option("--steps", args->steps, "timed decode steps per window (default 64)");
+  cmd->add_option("--warmup", args->warmup, "untimed decode steps first (default 8)");
+  cmd->add_option("--repeats", args->repeats, "timed windows; the median is reported (default 3)");
+  cmd->add_flag("--enforce-eager", args->enforce_eager, "cuda: no CUDA graphs");
+  cmd->add_option("--json", args->json_path, "write the results as JSON to FILE ('-': stdout)");
+  cmd->callback([args, exit_code] { *exit_code = bench::RunBenchEngine(*args); });
+}
+
 }  // namespace
 
 void AddBenchCommand(CLI::App& app, int* exit_code, int argc, char** argv) {
   static const std::string command_line = JoinArgs(argc, argv);
-  CLI::App* bench = app.add_subcommand("bench", "benchmarks: `bench serve` (an OpenAI-compatible server)");
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks: `bench serve` (an OpenAI-compatible server), `bench engine` (the model runner in-process)");
   bench->require_subcommand(1);
   AddBenchServeSubcommand(*bench, exit_code, &command_line);
+  AddBenchEngineSubcommand(*bench, exit_code);
 }
 
 }  // namespace sparkserve::head

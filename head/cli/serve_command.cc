@@ -7,7 +7,6 @@
 #include <memory>
 #include <string>
 
-#include "core/device.h"
 #include "head/chat/output/output_parser.h"
 #include "head/cli/commands.h"
 #include "head/cli/model_command_args.h"
@@ -17,7 +16,7 @@
 #include "head/http/http_server.h"
 #include "head/http/model_output_parser.h"
 #include "head/http/model_text_codec.h"
-#include "model/cpu_model_loader.h"
+#include "head/cli/model_runner_factory.h"
 #include "spdlog/spdlog.h"
 
 namespace sparkserve::head {
@@ -43,6 +42,7 @@ struct ServeArgs {
   int max_body_mb = 32;
   std::string output_parser = "qwen3_5";
   int drain_timeout_s = 60;
+  bool enforce_eager = false;
 };
 
 // Sampling defaults from generation_config.json (a request's own fields win).
@@ -61,19 +61,7 @@ scheduler::SamplingParams DefaultSampling(const model::Qwen35Config& config) {
 }
 
 int Serve(const ServeArgs& a) {
-  if (a.backend == "cuda") {
-    // Say first whether this machine could run CUDA at all (no driver, no GPU, a CPU-only build).
-    auto devices = core::ListCudaDevices();
-    if (!devices.ok()) {
-      spdlog::error("serve: --backend cuda: {}", std::string(devices.status().message()));
-    } else {
-      spdlog::error("serve: --backend cuda: found {} ({}), but the CUDA model runner is not wired into serve yet; "
-                    "use --backend cpu", devices->front().name, fmt::format("sm_{}{}", devices->front().major,
-                                                                           devices->front().minor));
-    }
-    return 2;
-  }
-  if (a.backend != "cpu") {
+  if (a.backend != "cpu" && a.backend != "cuda") {
     spdlog::error("serve: unknown --backend '{}' (expected cpu or cuda)", a.backend);
     return 2;
   }
@@ -139,26 +127,26 @@ int Serve(const ServeArgs& a) {
     server.Stop();
     return 1;
   }
-  model::CpuRunnerOptions ro;
-  ro.max_seq_len = a.max_seq_len;
-  ro.state.num_slots = a.max_batch;
-  ro.state.kv_page_size = 16;
-  ro.state.num_kv_pages = a.max_batch * ((a.max_seq_len + 15) / 16);
-  ro.state.max_verify_tokens = 1;
-  auto runner = model::LoadCpuModel(a.dir, ro);
-  if (!runner.ok()) {
-    spdlog::error("serve: loading {}: {}", a.dir, std::string(runner.status().message()));
+  RunnerSizing sizing;
+  sizing.backend = a.backend;
+  sizing.max_batch = a.max_batch;
+  sizing.max_seq_len = a.max_seq_len;
+  sizing.max_step_tokens = std::max(a.max_num_batched_tokens, a.max_batch);
+  sizing.cuda_graphs = !a.enforce_eager;
+  auto loaded = LoadModelRunner(a.dir, sizing);
+  if (!loaded.ok()) {
+    spdlog::error("serve: loading {} (--backend {}): {}", a.dir, a.backend, std::string(loaded.status().message()));
     server.Stop();
     return 1;
   }
-  const model::Qwen35Config config = (*runner)->config();
+  const model::Qwen35Config config = loaded->config;
   EngineConfig ec;
   ec.scheduler.max_batch = a.max_batch;
   ec.scheduler.prefill_chunk = a.prefill_chunk;
   ec.scheduler.max_num_batched_tokens = std::max(a.max_num_batched_tokens, a.max_batch);
   ec.max_waiting_requests = a.max_queue;
   ec.eos_token_ids = config.stop_token_ids();
-  auto engine = Engine::Create(std::move(*runner), ec);
+  auto engine = Engine::Create(std::move(loaded->runner), ec);
   if (!engine.ok()) {
     spdlog::error("serve: starting the engine: {}", std::string(engine.status().message()));
     server.Stop();
@@ -169,8 +157,8 @@ int Serve(const ServeArgs& a) {
   ctx.engine = engine->get();
   ctx.default_sampling = DefaultSampling(config);
   ready.store(true);
-  spdlog::info("serve: model '{}' ready on http://{}:{} (cpu, max_batch {}, max_seq_len {}, eos {})", ctx.model_name,
-               a.host, server.port(), a.max_batch, a.max_seq_len, fmt::join(ec.eos_token_ids, ","));
+  spdlog::info("serve: model '{}' ready on http://{}:{} ({}, max_batch {}, max_seq_len {}, eos {})", ctx.model_name,
+               a.host, server.port(), loaded->backend_description, a.max_batch, a.max_seq_len, fmt::join(ec.eos_token_ids, ","));
 
   int sig = 0;
   sigwait(&signals, &sig);
@@ -195,7 +183,8 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
       ->required();
   cmd->add_option("--host", a->host, "address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", a->port, "port (default 8000; 0 = any free port)");
-  cmd->add_option("--backend", a->backend, "cpu|cuda (default cpu; cuda not wired yet)");
+  cmd->add_option("--backend", a->backend, "cpu|cuda (default cpu)");
+  cmd->add_flag("--enforce-eager", a->enforce_eager, "cuda: run decode steps without CUDA graphs (slower; for debugging)");
   cmd->add_option("--tp", a->tp, "tensor-parallel ranks (only 1 so far)");
   cmd->add_option("--nodes", a->nodes, "host:port,... of sparkserve-node daemons (not wired yet)");
   cmd->add_option("--max-batch", a->max_batch, "running sequences at most (default 8)");

@@ -3,7 +3,8 @@
 The model is the golden tiny Qwen3.5 (tests/golden/qwen35/text_tied, vocab 512, random weights);
 its tokenizer is a byte-level BPE trained here with the `tokenizers` library to exactly 512 ids
 (so every id the model can emit decodes to text), and its chat template is the real Qwen3.5 one
-from ../shared/fixtures. The server runs on loopback on an ephemeral port.
+from ../shared/fixtures. The server runs on loopback on an ephemeral port, on the backend named by
+SPARKSERVE_E2E_BACKEND (default cpu; tests/gpu/run.sh sets cuda).
 """
 import json
 import os
@@ -23,6 +24,8 @@ BUILD_DIR = os.environ.get("SPARKSERVE_BUILD_DIR", os.path.join(REPO, "build"))
 SPARKSERVE = os.path.join(BUILD_DIR, "bin", "sparkserve")
 API_KEY = "e2e-secret-key"
 MODEL_NAME = "tiny-qwen"
+# Which model runner the servers use: cpu (CI) or cuda (tests/gpu/run.sh on a GPU machine).
+BACKEND = os.environ.get("SPARKSERVE_E2E_BACKEND", "cpu")
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>"]
 NOT_SPECIAL = {"<think>", "</think>", "<tool_call>", "</tool_call>"}  # as in the Qwen tokenizers
 
@@ -69,7 +72,7 @@ class Server:
     def __init__(self, model_dir, *extra, max_seq_len=256):
         self.proc = subprocess.Popen(
             [SPARKSERVE, "serve", str(model_dir), "--host", "127.0.0.1", "--port", "0", "--max-seq-len", str(max_seq_len),
-             "--max-batch", "8", "--served-model-name", MODEL_NAME, "--api-key", API_KEY, "--max-body-mb", "1",
+             "--max-batch", "8", "--backend", BACKEND, "--served-model-name", MODEL_NAME, "--api-key", API_KEY, "--max-body-mb", "1",
              *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()

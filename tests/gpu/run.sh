@@ -1,12 +1,94 @@
 #!/usr/bin/env bash
-# The GPU suite, one command for a machine with a GPU: kernel checks against the CPU reference on
-# fresh random inputs and kernel timings (gpu_kernel_check), ending with a short table.
-#   tests/gpu/run.sh [BIN_DIR]   (default: build/bin, or a bundle's bin/ made by deploy/bundle.sh)
+# The GPU suite, one command for a machine with a GPU, run from the repository root:
+#   tests/gpu/run.sh [BIN_DIR]      (default build/bin, or a bundle's bin/ made by deploy/bundle.sh)
+# Sections (SPARKSERVE_GPU_SECTIONS, comma-separated, default all of them):
+#   ops     gpu_ops_test: every CUDA op against the CPU reference on fresh random inputs
+#   kernels gpu_kernel_check: decode linear checks + timings against the copy bandwidth
+#   model   gpu_model_test: the CUDA runner against the CPU runner (golden fixtures, demo models)
+#   e2e     the HTTP e2e suite (official openai/anthropic SDKs) with `serve --backend cuda`
+#   4b      a random 4B nvfp4-mixed model: logits vs CPU, `bench engine`, `bench serve` at batch 1
+# Logs go to $OUT (or /tmp); a short table of results comes last. Exit 1 when any check fails.
 set -uo pipefail
-BIN="${1:-build/bin}"
+BIN="$(realpath "${1:-build/bin}")"
 LOG_DIR="${OUT:-/tmp}"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1 | tee "$LOG_DIR/gpu.txt"
+SECTIONS="${SPARKSERVE_GPU_SECTIONS:-ops,kernels,model,e2e,4b}"
+want() { [[ ",$SECTIONS," == *",$1,"* ]]; }
+SUMMARY=()
 status=0
-"$BIN/gpu_kernel_check" 2>&1 | tee "$LOG_DIR/kernel_check.log" || status=1
+record() {  # record NAME RC [DETAIL]
+  local verdict=PASS
+  [ "$2" = 0 ] || { verdict=FAIL; status=1; }
+  SUMMARY+=("$(printf '%-10s %-5s %s' "$1" "$verdict" "${3:-}")")
+}
+elapsed() { echo "$(( $(date +%s) - $1 )) s"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1 | tee "$LOG_DIR/gpu.txt"
+# The shared test fixtures (tokenizer, chat template) travel in .device/fixtures when ../shared is absent.
+if [ ! -d ../shared/fixtures ] && [ -d .device/fixtures ]; then mkdir -p ../shared && cp -r .device/fixtures ../shared/; fi
+
+if want ops; then
+  t=$(date +%s)
+  "$BIN/gpu_ops_test" --gtest_brief=1 2>&1 | tee "$LOG_DIR/ops.log"
+  rc=${PIPESTATUS[0]}
+  record ops "$rc" "$(grep -E '^\[  (PASSED|FAILED)  \]' "$LOG_DIR/ops.log" | tr '\n' ' ') ($(elapsed $t))"
+fi
+if want kernels; then
+  t=$(date +%s)
+  "$BIN/gpu_kernel_check" 2>&1 | tee "$LOG_DIR/kernel_check.log"
+  record kernels "${PIPESTATUS[0]}" "($(elapsed $t))"
+fi
+if want model; then
+  t=$(date +%s)
+  "$BIN/gpu_model_test" --gtest_brief=1 2>&1 | tee "$LOG_DIR/model.log"
+  rc=${PIPESTATUS[0]}
+  record model "$rc" "$(grep -c '^\[model\]' "$LOG_DIR/model.log") runs; worst $(grep -o 'logit| [0-9.e-]*' "$LOG_DIR/model.log" | awk '{print $2}' | sort -g | tail -1) ($(elapsed $t))"
+fi
+if want e2e; then
+  t=$(date +%s)
+  if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl &&
+      export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  SPARKSERVE_E2E_BACKEND=cuda SPARKSERVE_BUILD_DIR="$(dirname "$BIN")" python3 -m pytest -q -x -p no:cacheprovider \
+    tests/e2e/test_http_openai.py tests/e2e/test_http_anthropic.py tests/e2e/test_http_operations.py \
+    tests/e2e/test_http_tool_choice.py tests/e2e/test_http_hf_chat.py 2>&1 | tee "$LOG_DIR/e2e.log"
+  rc=${PIPESTATUS[0]}
+  record e2e "$rc" "$(tail -1 "$LOG_DIR/e2e.log") ($(elapsed $t))"
+fi
+if want 4b; then
+  t=$(date +%s)
+  M4B=/tmp/sparkserve_4b_nvfp4
+  if [ ! -f "$M4B/config.json" ]; then
+    "$BIN/sparkserve" demo-model "$M4B" --shape 4b --recipe nvfp4-mixed 2>&1 | tail -3
+    cp ../shared/fixtures/qwen3-tokenizer/tokenizer.json ../shared/fixtures/qwen3-tokenizer/tokenizer_config.json "$M4B/" &&
+      cp ../shared/fixtures/qwen3_5-chat_template.jinja "$M4B/chat_template.jinja"
+  fi
+  echo "4B model ready ($(elapsed $t))"
+  SPARKSERVE_GPU_MODELS="$M4B" "$BIN/gpu_model_test" --gtest_brief=1 --gtest_filter='*extra0_graphs' 2>&1 | tee "$LOG_DIR/model_4b.log"
+  rc=${PIPESTATUS[0]}
+  record model-4b "$rc" "$(grep '^\[model\]' "$LOG_DIR/model_4b.log" | sed 's/.*graphs=1: //')"
+  "$BIN/sparkserve" bench engine "$M4B" --batch "${BENCH_BATCH:-1,8}" --context "${BENCH_CONTEXT:-0,8192}" \
+    --steps 64 --repeats 3 --json "$LOG_DIR/bench_engine.json" 2>&1 | tee "$LOG_DIR/bench_engine.log"
+  record engine "${PIPESTATUS[0]}" "$(awk '$1=="1" && $2=="0" {print "batch 1: " $3 " tok/s, " $7 " of floor"}' "$LOG_DIR/bench_engine.log")"
+  # The server at batch 1: a streaming client, one request at a time.
+  "$BIN/sparkserve" serve "$M4B" --backend cuda --port 0 --max-batch 8 --max-seq-len 4096 >"$LOG_DIR/serve_4b.out" 2>"$LOG_DIR/serve_4b.err" &
+  SERVE_PID=$!
+  for _ in $(seq 1 300); do
+    URL=$(sed -n 's/^listening on //p' "$LOG_DIR/serve_4b.out")
+    [ -n "$URL" ] && curl -sf "$URL/health" >/dev/null && break
+    sleep 0.5
+  done
+  "$BIN/sparkserve" bench serve --url "$URL" --no-progress --dataset random --random-input-len 128 \
+    --random-output-len 256 --ignore-eos --num-prompts 8 --max-concurrency 1 \
+    --save-result "$LOG_DIR/bench_serve.json" 2>&1 | tee "$LOG_DIR/bench_serve.log"
+  record serve-b1 "${PIPESTATUS[0]}" "$(grep -i 'output token throughput' "$LOG_DIR/bench_serve.log" | head -1)"
+  kill -TERM "$SERVE_PID"; wait "$SERVE_PID"
+  echo "4b section: $(elapsed $t)"
+fi
+
+echo
+echo "== gpu suite summary =="
+printf '%s\n' "${SUMMARY[@]}"
+[ -f "$LOG_DIR/kernel_check.log" ] && sed -n "/^kernel  *us/,\$p" "$LOG_DIR/kernel_check.log"
+[ -f "$LOG_DIR/bench_engine.log" ] && grep -A20 '^bench engine:' "$LOG_DIR/bench_engine.log" | grep -v INFO
 echo "gpu suite: $([ $status = 0 ] && echo PASS || echo FAIL)"
 exit $status

@@ -1,0 +1,63 @@
+// LoadModelRunner: backend choice and sizing for serve and bench engine.
+#include "head/cli/model_runner_factory.h"
+
+#include "core/device.h"
+#include "core/status.h"
+#include "fmt/format.h"
+#include "model/cpu_model_loader.h"
+#ifdef SPARKSERVE_WITH_CUDA
+#include "model/cuda/cuda_model_runner.h"
+#endif
+
+namespace sparkserve::head {
+
+absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& dir, const RunnerSizing& s) {
+  if (s.max_batch < 1 || s.max_seq_len < 2 || s.kv_page_size < 1 || s.max_step_tokens < 1) {
+    return absl::InvalidArgumentError(fmt::format(
+        "max_batch ({}), max_seq_len ({}), max_step_tokens ({}) and the KV page size ({}) must be positive",
+        s.max_batch, s.max_seq_len, s.max_step_tokens, s.kv_page_size));
+  }
+  const int pages = s.max_batch * ((s.max_seq_len + s.kv_page_size - 1) / s.kv_page_size);
+  LoadedRunner out;
+  if (s.backend == "cpu") {
+    model::CpuRunnerOptions o;
+    o.max_seq_len = s.max_seq_len;
+    o.state.num_slots = s.max_batch;
+    o.state.kv_page_size = s.kv_page_size;
+    o.state.num_kv_pages = pages;
+    o.state.max_verify_tokens = 1;
+    ASSIGN_OR_RETURN(std::unique_ptr<model::CpuModelRunner> r, model::LoadCpuModel(dir, o));
+    out.config = r->config();
+    out.runner = std::move(r);
+    out.backend_description = "cpu";
+    return out;
+  }
+  if (s.backend != "cuda") {
+    return absl::InvalidArgumentError(fmt::format("unknown backend '{}' (expected cpu or cuda)", s.backend));
+  }
+  ASSIGN_OR_RETURN(std::vector<core::CudaDeviceInfo> devices, core::ListCudaDevices());
+  if (s.device < 0 || s.device >= static_cast<int>(devices.size())) {
+    return absl::InvalidArgumentError(fmt::format("CUDA device {} does not exist ({} found)", s.device, devices.size()));
+  }
+  const core::CudaDeviceInfo& dev = devices[static_cast<size_t>(s.device)];
+#ifdef SPARKSERVE_WITH_CUDA
+  model::cuda::CudaRunnerOptions o;
+  o.device = s.device;
+  o.num_slots = s.max_batch;
+  o.num_kv_pages = pages;
+  o.kv_page_size = s.kv_page_size;
+  o.max_seq_len = s.max_seq_len;
+  o.max_step_tokens = std::max(s.max_step_tokens, s.max_batch);
+  o.cuda_graphs = s.cuda_graphs;
+  ASSIGN_OR_RETURN(std::unique_ptr<model::cuda::CudaModelRunner> r, model::cuda::CudaModelRunner::Load(dir, o));
+  out.config = r->config();
+  out.runner = std::move(r);
+  out.backend_description = fmt::format("cuda: {} (sm_{}{})", dev.name, dev.major, dev.minor);
+  return out;
+#else
+  return absl::FailedPreconditionError(
+      fmt::format("found {} but this sparkserve was built without CUDA (rebuild with deploy/build.sh --cuda)", dev.name));
+#endif
+}
+
+}  // namespace sparkserve::head

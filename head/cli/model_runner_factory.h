@@ -1,0 +1,33 @@
+// LoadModelRunner: the one place a command turns --backend and sizing flags into a ModelRunner
+// (the CPU reference, or the CUDA runner in CUDA builds), with the model's config.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "model/config.h"
+#include "model/model_runner.h"
+
+namespace sparkserve::head {
+
+struct RunnerSizing {
+  std::string backend = "cpu";     // cpu | cuda
+  int max_batch = 8;               // state slots: sequences in flight
+  int max_seq_len = 4096;          // prompt + output per sequence
+  int max_step_tokens = 2048;      // tokens of one step (the engine's token budget)
+  int kv_page_size = 16;
+  bool cuda_graphs = true;
+  int device = 0;
+};
+
+struct LoadedRunner {
+  std::unique_ptr<model::ModelRunner> runner;
+  model::Qwen35Config config;
+  std::string backend_description;  // "cpu", "cuda: NVIDIA H200 (sm_90)"
+};
+
+// KV pages cover every slot at max_seq_len. Errors: unknown backend, CUDA unavailable (no driver,
+// no GPU, or a CPU-only build, each said so), and the loader's own errors.
+absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& model_dir, const RunnerSizing& sizing);
+
+}  // namespace sparkserve::head

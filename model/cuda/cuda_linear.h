@@ -1,0 +1,64 @@
+// CudaLinear: one Linear's weight on the GPU in the form its kernels read — NVFP4 or per-channel
+// FP8 repacked for the tensor-core decode kernels, else dense bf16 — and the one call that runs
+// it over any number of rows (the decode kernels take 8 rows a pass; more rows loop over them).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/tensor.h"
+#include "kernels/cuda/decode_linear.h"
+#include "kernels/cuda/device_buffer.h"
+#include "quant/quantized_linear.h"
+
+namespace sparkserve::model::cuda {
+
+template <typename T>
+using DeviceBuffer = kernels::cuda::DeviceBuffer<T>;
+
+enum class CudaLinearKind : uint8_t { kNvfp4, kFp8, kBf16 };
+
+class CudaLinear {
+ public:
+  CudaLinear() = default;
+  CudaLinear(CudaLinear&&) = default;
+  CudaLinear& operator=(CudaLinear&&) = default;
+
+  // Uploads a checkpoint module. NVFP4 (in % 128 == 0) and FP8 per-tensor/per-channel (in % 64 == 0)
+  // keep their format; anything else (dense, FP8 block scales, shapes the kernels do not take) is
+  // dequantised by the reference (QuantizedLinear::DequantizeToF32) and kept as bf16.
+  static absl::StatusOr<CudaLinear> Upload(const quant::QuantizedLinear& module);
+  // A dense f32 [out, in] weight kept as bf16.
+  static absl::StatusOr<CudaLinear> FromF32(const core::Tensor& weight, std::string name);
+  // A dense bf16 weight that lives elsewhere (the tied lm_head reads embed_tokens); not owned.
+  static CudaLinear Bf16View(const __nv_bfloat16* weight, int out, int in, std::string name);
+
+  // y [rows, out] f32 = x [rows, in] f16 . W^T. `workspace` holds workspace_bytes(min(rows, 8)).
+  absl::Status Run(const __half* x, int rows, float* y, void* workspace, cudaStream_t stream) const;
+  size_t workspace_bytes(int rows) const;
+
+  int out() const { return out_; }
+  int in() const { return in_; }
+  CudaLinearKind kind() const { return kind_; }
+  const std::string& name() const { return name_; }
+  // Bytes one pass over the weight reads (codes + scales), what a decode step pays for it.
+  int64_t weight_bytes() const { return weight_bytes_; }
+
+ private:
+  std::string name_;
+  CudaLinearKind kind_ = CudaLinearKind::kBf16;
+  int out_ = 0, in_ = 0;
+  int64_t weight_bytes_ = 0;
+  DeviceBuffer<uint8_t> codes_;       // nvfp4 packed codes / fp8 weight (decode layouts)
+  DeviceBuffer<uint8_t> group_scales_;  // nvfp4 group scales (decode layout)
+  DeviceBuffer<float> channel_scales_;  // fp8 per-output-channel scales [out]
+  float global_scale_ = 1.0f;           // nvfp4 divisor
+  DeviceBuffer<__nv_bfloat16> dense_;   // bf16 [out, in] (owned)
+  const __nv_bfloat16* dense_view_ = nullptr;
+};
+
+}  // namespace sparkserve::model::cuda

@@ -1,0 +1,383 @@
+// CudaModelRunner: load, state and activation buffers, the per-step kernel sequence, decode graphs.
+#include "model/cuda/cuda_model_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/status.h"
+#include "fmt/format.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/gdn.h"
+#include "kernels/cuda/norm_ops.h"
+#include "quant/checkpoint.h"
+#include "spdlog/spdlog.h"
+
+namespace sparkserve::model::cuda {
+namespace kc = kernels::cuda;
+
+namespace {
+
+template <typename T>
+absl::StatusOr<DeviceBuffer<T>> Buffer(size_t count, int64_t* total) {
+  *total += static_cast<int64_t>(count * sizeof(T));
+  return DeviceBuffer<T>::Allocate(std::max<size_t>(count, 1));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Load(const std::string& model_dir,
+                                                                       const CudaRunnerOptions& options) {
+  const auto& o = options;
+  if (o.num_slots < 1 || o.num_kv_pages < 1 || o.kv_page_size < 1 || o.max_seq_len < 1 || o.max_step_tokens < 1) {
+    return absl::InvalidArgumentError(fmt::format(
+        "CUDA runner: slots ({}), KV pages ({}), page size ({}), max_seq_len ({}) and max_step_tokens ({}) must be >= 1",
+        o.num_slots, o.num_kv_pages, o.kv_page_size, o.max_seq_len, o.max_step_tokens));
+  }
+  if (o.max_step_tokens < o.num_slots) {
+    return absl::InvalidArgumentError(fmt::format(
+        "CUDA runner: max_step_tokens ({}) must be at least the number of slots ({}) so every sequence can decode in one step",
+        o.max_step_tokens, o.num_slots));
+  }
+  std::unique_ptr<CudaModelRunner> runner(new CudaModelRunner(options));
+  RETURN_IF_ERROR(runner->Init(model_dir));
+  return runner;
+}
+
+CudaModelRunner::~CudaModelRunner() {
+  for (auto& [size, exec] : decode_graphs_) cudaGraphExecDestroy(exec);
+  if (meta_host_ != nullptr) cudaFreeHost(meta_host_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+absl::Status CudaModelRunner::Init(const std::string& model_dir) {
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+  CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  ASSIGN_OR_RETURN(config_, LoadQwen35Config(model_dir));
+  {
+    ASSIGN_OR_RETURN(quant::Checkpoint ckpt, quant::Checkpoint::Open(model_dir));
+    ASSIGN_OR_RETURN(weights_, CudaModelWeights::Load(config_, ckpt));
+  }
+  const auto& c = config_;
+  const int64_t d = c.hidden_size, H = c.num_attention_heads, KV = c.num_key_value_heads, hd = c.head_dim;
+  const int64_t nk = c.linear_num_key_heads, nv = c.linear_num_value_heads, dk = c.linear_key_head_dim,
+                dv = c.linear_value_head_dim, K = c.linear_conv_kernel_dim, C = 2 * nk * dk + nv * dv;
+  const int64_t F = c.intermediate_size, V = c.vocab_size;
+  const int64_t S = options_.num_slots, T = options_.max_step_tokens;
+  int64_t total = 0;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    if (c.is_full_attention(i)) {
+      gdn_index_.push_back(-1);
+      kv_index_.push_back(static_cast<int32_t>(kv_.size()));
+      const size_t n = static_cast<size_t>(options_.num_kv_pages) * options_.kv_page_size * KV * hd;
+      KvState kv;
+      ASSIGN_OR_RETURN(kv.k, DeviceBuffer<__nv_bfloat16>::Zeros(n));
+      ASSIGN_OR_RETURN(kv.v, DeviceBuffer<__nv_bfloat16>::Zeros(n));
+      total += static_cast<int64_t>(2 * n * 2);
+      kv_.push_back(std::move(kv));
+    } else {
+      kv_index_.push_back(-1);
+      gdn_index_.push_back(static_cast<int32_t>(gdn_.size()));
+      GdnState g;
+      ASSIGN_OR_RETURN(g.recurrent, DeviceBuffer<float>::Zeros(static_cast<size_t>(S * nv * dk * dv)));
+      ASSIGN_OR_RETURN(g.conv, DeviceBuffer<float>::Zeros(static_cast<size_t>(S * C * std::max<int64_t>(K - 1, 1))));
+      total += static_cast<int64_t>(g.recurrent.bytes() + g.conv.bytes());
+      gdn_.push_back(std::move(g));
+    }
+  }
+  // Step metadata.
+  pages_stride_ = (options_.max_seq_len + options_.kv_page_size - 1) / options_.kv_page_size;
+  size_t at = 0;
+  auto take = [&](size_t n) { const size_t o = at; at += (n + 3) & ~size_t{3}; return o; };  // 16-byte aligned
+  meta_.tokens = take(T);
+  meta_.token_begin = take(S + 1);
+  meta_.start_pos = take(S);
+  meta_.token_seq = take(T);
+  meta_.positions = take(T);
+  meta_.slots = take(S);
+  meta_.keep_columns = take((S + 3) / 4);  // bytes
+  meta_.page_table = take(static_cast<size_t>(S) * pages_stride_);
+  meta_.logit_rows = take(T);
+  meta_.last_rows = take(S);
+  meta_.total = at;
+  CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&meta_host_), meta_.total * sizeof(int32_t)));
+  std::memset(meta_host_, 0, meta_.total * sizeof(int32_t));
+  ASSIGN_OR_RETURN(meta_device_, DeviceBuffer<int32_t>::Zeros(meta_.total));
+  // Activations.
+  logit_chunk_rows_ = static_cast<int32_t>(std::min<int64_t>(std::max<int64_t>(S, 32), T));
+  const int64_t mid = std::max({H * hd, nv * dv, F});
+  ASSIGN_OR_RETURN(residual_, Buffer<float>(T * d, &total));
+  ASSIGN_OR_RETURN(delta_, Buffer<float>(T * d, &total));
+  ASSIGN_OR_RETURN(normed_, Buffer<float>(T * d, &total));
+  ASSIGN_OR_RETURN(act16_, Buffer<__half>(T * d, &total));
+  ASSIGN_OR_RETURN(mid16_, Buffer<__half>(T * mid, &total));
+  ASSIGN_OR_RETURN(proj0_, Buffer<float>(T * std::max({H * 2 * hd, C, F}), &total));
+  ASSIGN_OR_RETURN(proj1_, Buffer<float>(T * std::max({KV * hd, nv * dv, F}), &total));
+  ASSIGN_OR_RETURN(proj2_, Buffer<float>(T * std::max(KV * hd, nv), &total));
+  ASSIGN_OR_RETURN(proj3_, Buffer<float>(T * nv, &total));
+  ASSIGN_OR_RETURN(mixed_, Buffer<float>(T * std::max(C, H * hd), &total));
+  ASSIGN_OR_RETURN(hidden_, Buffer<float>(static_cast<size_t>(logit_chunk_rows_) * d, &total));
+  ASSIGN_OR_RETURN(hidden16_, Buffer<__half>(static_cast<size_t>(logit_chunk_rows_) * d, &total));
+  ASSIGN_OR_RETURN(last_hidden_, Buffer<float>(S * d, &total));
+  ASSIGN_OR_RETURN(logits_, Buffer<float>(static_cast<size_t>(logit_chunk_rows_) * V, &total));
+  size_t ws = weights_.lm_head.workspace_bytes(logit_chunk_rows_);
+  auto grow = [&](const CudaLinear& l) { ws = std::max(ws, l.workspace_bytes(static_cast<int>(T))); };
+  for (const CudaLayerWeights& l : weights_.layers) {
+    for (const CudaLinear* lin : {&l.attn.q_proj, &l.attn.k_proj, &l.attn.v_proj, &l.attn.o_proj, &l.gdn.in_proj_qkv,
+                                  &l.gdn.in_proj_z, &l.gdn.in_proj_a, &l.gdn.in_proj_b, &l.gdn.out_proj,
+                                  &l.mlp.gate_proj, &l.mlp.up_proj, &l.mlp.down_proj}) {
+      grow(*lin);
+    }
+  }
+  if (!kv_.empty()) {
+    ws = std::max(ws, kc::PagedAttentionWorkspaceBytes(static_cast<int>(T), static_cast<int>(H), static_cast<int>(hd)));
+  }
+  ASSIGN_OR_RETURN(workspace_, Buffer<uint8_t>(ws, &total));
+  device_bytes_ = total + weights_.decode_weight_bytes() + static_cast<int64_t>(weights_.embed_tokens.bytes());
+  spdlog::info("cuda runner: {} layers ({} attention, {} GDN), {:.2f} GB of weights read per decode step, "
+               "{:.2f} GB of device memory", c.num_hidden_layers, kv_.size(), gdn_.size(),
+               static_cast<double>(weights_.decode_weight_bytes()) / 1e9, static_cast<double>(device_bytes_) / 1e9);
+  return absl::OkStatus();
+}
+
+ModelCapacity CudaModelRunner::capacity() const {
+  return {options_.num_slots, options_.num_kv_pages, options_.kv_page_size, static_cast<int32_t>(config_.vocab_size),
+          options_.max_seq_len};
+}
+
+StepLimits CudaModelRunner::limits() const {
+  StepLimits l;
+  l.num_slots = options_.num_slots;
+  l.max_seq_len = options_.max_seq_len;
+  l.kv_page_size = options_.kv_page_size;
+  l.num_kv_pages = options_.num_kv_pages;
+  l.needs_kv = !kv_.empty();
+  l.max_verify_tokens = 0;
+  l.vocab_size = config_.vocab_size;
+  l.max_step_tokens = options_.max_step_tokens;
+  return l;
+}
+
+kc::RaggedBatchDevice CudaModelRunner::BatchOf(int num_seqs, int num_tokens, int max_seq_tokens) const {
+  const int32_t* m = meta_device_.data();
+  kc::RaggedBatchDevice b;
+  b.num_seqs = num_seqs;
+  b.num_tokens = num_tokens;
+  b.max_seq_tokens = max_seq_tokens;
+  b.token_begin = m + meta_.token_begin;
+  b.start_pos = m + meta_.start_pos;
+  b.token_seq = m + meta_.token_seq;
+  b.positions = m + meta_.positions;
+  b.slots = m + meta_.slots;
+  b.keep_columns = reinterpret_cast<const uint8_t*>(m + meta_.keep_columns);
+  b.page_table = m + meta_.page_table;
+  b.pages_stride = pages_stride_;
+  return b;
+}
+
+kc::KvPoolDevice CudaModelRunner::KvPool(int32_t i) const {
+  const KvState& s = kv_[static_cast<size_t>(i)];
+  return {const_cast<__nv_bfloat16*>(s.k.data()), const_cast<__nv_bfloat16*>(s.v.data()), options_.num_kv_pages,
+          options_.kv_page_size, static_cast<int>(config_.num_key_value_heads), static_cast<int>(config_.head_dim)};
+}
+
+absl::Status CudaModelRunner::RunLinear(const CudaLinear& linear, const __half* x, int rows, float* y) {
+  return linear.Run(x, rows, y, workspace_.data(), stream_);
+}
+
+absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
+  const auto& c = config_;
+  const int d = static_cast<int>(c.hidden_size), H = static_cast<int>(c.num_attention_heads),
+            KV = static_cast<int>(c.num_key_value_heads), hd = static_cast<int>(c.head_dim);
+  const kc::GdnShape gs{static_cast<int>(c.linear_num_key_heads), static_cast<int>(c.linear_num_value_heads),
+                        static_cast<int>(c.linear_key_head_dim), static_cast<int>(c.linear_value_head_dim)};
+  const int C = 2 * gs.nk * gs.dk + gs.nv * gs.dv, K = static_cast<int>(c.linear_conv_kernel_dim);
+  const int F = static_cast<int>(c.intermediate_size);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const kc::RaggedBatchDevice batch = BatchOf(S, T, max_seq_tokens);
+  float* residual = residual_.data();
+  float* delta = delta_.data();
+  __half* act16 = act16_.data();
+  __half* mid16 = mid16_.data();
+  RETURN_IF_ERROR(kc::EmbeddingGather(weights_.embed_tokens.data(), c.vocab_size, d, meta_device_.data() + meta_.tokens,
+                                      T, residual, stream_));
+  for (size_t i = 0; i < weights_.layers.size(); ++i) {
+    const CudaLayerWeights& w = weights_.layers[i];
+    if (i == 0) {
+      RETURN_IF_ERROR(kc::RmsNormZeroCentered(residual, w.input_layernorm.data(), T, d, eps, nullptr, act16, stream_));
+    } else {
+      RETURN_IF_ERROR(
+          kc::AddRmsNormZeroCentered(residual, delta, w.input_layernorm.data(), T, d, eps, nullptr, act16, stream_));
+    }
+    if (w.type == LayerType::kFullAttention) {
+      const CudaAttentionWeights& a = w.attn;
+      RETURN_IF_ERROR(RunLinear(a.q_proj, act16, T, proj0_.data()));  // [T, H, 2, hd]: q then gate per head
+      RETURN_IF_ERROR(RunLinear(a.k_proj, act16, T, proj1_.data()));  // [T, KV * hd]
+      RETURN_IF_ERROR(RunLinear(a.v_proj, act16, T, proj2_.data()));  // [T, KV * hd]
+      const kc::KvPoolDevice kv = KvPool(kv_index_[i]);
+      const kc::QkvInput in{proj0_.data(), H * 2 * hd, 2 * hd, proj1_.data(), KV * hd, proj2_.data(), KV * hd};
+      RETURN_IF_ERROR(kc::QkNormRopeKvWrite(in, a.q_norm.data(), a.k_norm.data(), eps, H, static_cast<int>(c.rotary_dim()),
+                                            static_cast<float>(c.rope.theta), batch, kv, mixed_.data(), stream_));
+      const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+      RETURN_IF_ERROR(kc::PagedAttention(mixed_.data(), H, scale, kv, batch, proj0_.data() + hd, H * 2 * hd, 2 * hd,
+                                         mid16, workspace_.data(), stream_));
+      RETURN_IF_ERROR(RunLinear(a.o_proj, mid16, T, delta));
+    } else {
+      const CudaGdnWeights& g = w.gdn;
+      GdnState& st = gdn_[static_cast<size_t>(gdn_index_[i])];
+      RETURN_IF_ERROR(RunLinear(g.in_proj_qkv, act16, T, proj0_.data()));  // [T, C]
+      RETURN_IF_ERROR(RunLinear(g.in_proj_z, act16, T, proj1_.data()));    // [T, nv * dv]
+      RETURN_IF_ERROR(RunLinear(g.in_proj_a, act16, T, proj2_.data()));    // [T, nv]
+      RETURN_IF_ERROR(RunLinear(g.in_proj_b, act16, T, proj3_.data()));    // [T, nv]
+      RETURN_IF_ERROR(kc::CausalConv1dSilu(proj0_.data(), C, C, g.conv1d.data(), K, batch, st.conv.data(), nullptr, 0,
+                                           mixed_.data(), stream_));
+      const kc::GdnInput in{mixed_.data(), C, proj2_.data(), proj3_.data(), gs.nv, proj1_.data(), gs.nv * gs.dv};
+      RETURN_IF_ERROR(kc::GatedDeltaNet(in, gs, g.a_log.data(), g.dt_bias.data(), g.norm.data(), eps, batch,
+                                        st.recurrent.data(), nullptr, 0, mid16, stream_));
+      RETURN_IF_ERROR(RunLinear(g.out_proj, mid16, T, delta));
+    }
+    RETURN_IF_ERROR(
+        kc::AddRmsNormZeroCentered(residual, delta, w.post_attention_layernorm.data(), T, d, eps, nullptr, act16, stream_));
+    RETURN_IF_ERROR(RunLinear(w.mlp.gate_proj, act16, T, proj0_.data()));  // [T, F]
+    RETURN_IF_ERROR(RunLinear(w.mlp.up_proj, act16, T, proj1_.data()));    // [T, F]
+    RETURN_IF_ERROR(kc::SwiGlu(proj0_.data(), proj1_.data(), T, F, F, mid16, stream_));
+    RETURN_IF_ERROR(RunLinear(w.mlp.down_proj, mid16, T, delta));
+  }
+  // The final norm over every row (residual keeps the pre-norm stream), then each seq's last row.
+  RETURN_IF_ERROR(
+      kc::AddRmsNormZeroCentered(residual, delta, weights_.final_norm.data(), T, d, eps, normed_.data(), nullptr, stream_));
+  return kc::GatherRows(normed_.data(), d, meta_device_.data() + meta_.last_rows, S, last_hidden_.data(), stream_);
+}
+
+absl::Status CudaModelRunner::EnqueueHead(int /*S*/, int /*T*/, int row_begin, int rows) {
+  const int d = static_cast<int>(config_.hidden_size);
+  RETURN_IF_ERROR(
+      kc::GatherRows(normed_.data(), d, meta_device_.data() + meta_.logit_rows + row_begin, rows, hidden_.data(), stream_));
+  RETURN_IF_ERROR(kc::F32ToF16(hidden_.data(), static_cast<int64_t>(rows) * d, hidden16_.data(), stream_));
+  return RunLinear(weights_.lm_head, hidden16_.data(), rows, logits_.data());
+}
+
+absl::StatusOr<StepOutput> CudaModelRunner::Forward(const StepPlan& plan) {
+  for (const SeqWork& s : plan.seqs) {
+    if (s.keep_column_states) {
+      return absl::UnimplementedError(
+          "MTP verify (keep_column_states) is not supported by the CUDA backend yet; run without speculative decoding");
+    }
+  }
+  RETURN_IF_ERROR(ValidateStepPlan(limits(), plan));
+  const int S = static_cast<int>(plan.seqs.size());
+  if (S == 0) return absl::InvalidArgumentError("a step with no sequences");
+  const int64_t d = config_.hidden_size, V = config_.vocab_size;
+  // Metadata into the pinned block (the previous step's upload finished: Forward ends synchronised).
+  int32_t* m = meta_host_;
+  auto* keep = reinterpret_cast<uint8_t*>(m + meta_.keep_columns);
+  int T = 0, max_seq_tokens = 1, R = 0;
+  bool decode_only = true;
+  m[meta_.token_begin] = 0;
+  for (int s = 0; s < S; ++s) {
+    const SeqWork& w = plan.seqs[static_cast<size_t>(s)];
+    const int n = static_cast<int>(w.tokens.size());
+    for (int i = 0; i < n; ++i) {
+      m[meta_.tokens + T + i] = w.tokens[static_cast<size_t>(i)];
+      m[meta_.token_seq + T + i] = s;
+      m[meta_.positions + T + i] = w.start_pos + i;
+    }
+    if (w.logits == LogitsWanted::kAll) {
+      for (int i = 0; i < n; ++i) m[meta_.logit_rows + R++] = T + i;
+    } else if (w.logits == LogitsWanted::kLast) {
+      m[meta_.logit_rows + R++] = T + n - 1;
+    }
+    decode_only = decode_only && n == 1 && w.logits == LogitsWanted::kLast;
+    m[meta_.start_pos + s] = w.start_pos;
+    m[meta_.slots + s] = w.slot;
+    keep[s] = 0;
+    const size_t pages = std::min(w.kv_pages.size(), static_cast<size_t>(pages_stride_));
+    std::copy_n(w.kv_pages.begin(), pages, m + meta_.page_table + static_cast<size_t>(s) * pages_stride_);
+    T += n;
+    m[meta_.token_begin + s + 1] = T;
+    m[meta_.last_rows + s] = T - 1;
+    max_seq_tokens = std::max(max_seq_tokens, n);
+  }
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(meta_device_.data(), meta_host_, meta_.total * sizeof(int32_t),
+                                       cudaMemcpyHostToDevice, stream_));
+  StepOutput out;
+  out.logits = core::Tensor::Empty({R, V}, core::DType::kF32);
+  out.hidden = core::Tensor::Empty({R, d}, core::DType::kF32);
+  out.last_hidden = core::Tensor::Empty({S, d}, core::DType::kF32);
+  out.logit_row_begin.push_back(0);
+  for (const SeqWork& w : plan.seqs) {
+    const int rows = w.logits == LogitsWanted::kAll ? static_cast<int>(w.tokens.size()) : w.logits == LogitsWanted::kLast;
+    out.logit_row_begin.push_back(out.logit_row_begin.back() + rows);
+  }
+  auto fetch = [&](int row_begin, int rows) -> absl::Status {
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.logits.data<float>() + row_begin * V, logits_.data(),
+                                         sizeof(float) * rows * V, cudaMemcpyDeviceToHost, stream_));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.hidden.data<float>() + row_begin * d, hidden_.data(),
+                                         sizeof(float) * rows * d, cudaMemcpyDeviceToHost, stream_));
+    return absl::OkStatus();
+  };
+  if (decode_only && options_.cuda_graphs && S <= logit_chunk_rows_) {
+    auto it = decode_graphs_.find(S);
+    if (it == decode_graphs_.end()) {
+      CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+      absl::Status captured = EnqueueLayers(S, S, 1);
+      if (captured.ok()) captured = EnqueueHead(S, S, 0, S);
+      cudaGraph_t graph = nullptr;
+      const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+      RETURN_IF_ERROR(captured);
+      CUDA_RETURN_IF_ERROR(end);
+      cudaGraphExec_t exec = nullptr;
+      const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+      CUDA_RETURN_IF_ERROR(inst);
+      it = decode_graphs_.emplace(S, exec).first;
+      spdlog::debug("cuda runner: captured the decode step for batch {}", S);
+    }
+    CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, stream_));
+    RETURN_IF_ERROR(fetch(0, S));
+  } else {
+    RETURN_IF_ERROR(EnqueueLayers(S, T, max_seq_tokens));
+    for (int r = 0; r < R; r += logit_chunk_rows_) {
+      const int rows = std::min(logit_chunk_rows_, R - r);
+      RETURN_IF_ERROR(EnqueueHead(S, T, r, rows));
+      RETURN_IF_ERROR(fetch(r, rows));
+    }
+  }
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.last_hidden.data<float>(), last_hidden_.data(), sizeof(float) * S * d,
+                                       cudaMemcpyDeviceToHost, stream_));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return out;
+}
+
+absl::Status CudaModelRunner::CopySlot(SlotId src, SlotId dst) {
+  const int32_t n = options_.num_slots;
+  if (src < 0 || src >= n || dst < 0 || dst >= n) {
+    return absl::InvalidArgumentError(fmt::format("CopySlot({}, {}): slots are [0, {})", src, dst, n));
+  }
+  if (src == dst) return absl::OkStatus();
+  for (GdnState& g : gdn_) {
+    for (DeviceBuffer<float>* b : {&g.recurrent, &g.conv}) {
+      const size_t per_slot = b->size() / static_cast<size_t>(n);
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b->data() + per_slot * dst, b->data() + per_slot * src,
+                                           per_slot * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+    }
+  }
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
+DecodeTraffic CudaModelRunner::DecodeTrafficAt(const std::vector<int64_t>& contexts) const {
+  const auto& c = config_;
+  const int64_t S = static_cast<int64_t>(contexts.size());
+  DecodeTraffic t;
+  t.weight_bytes = weights_.decode_weight_bytes() + S * c.hidden_size * 2;  // + the embedding rows read
+  const int64_t kv_per_token = 2 * c.num_key_value_heads * c.head_dim * 2;  // K and V, bf16
+  for (const int64_t ctx : contexts) t.kv_bytes += static_cast<int64_t>(kv_.size()) * (ctx + 1) * kv_per_token;
+  const int64_t C = 2 * c.linear_num_key_heads * c.linear_key_head_dim + c.linear_num_value_heads * c.linear_value_head_dim;
+  const int64_t per_layer = c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim * 4 +
+                            C * (c.linear_conv_kernel_dim - 1) * 4;
+  t.state_bytes = 2 * S * static_cast<int64_t>(gdn_.size()) * per_layer;
+  return t;
+}
+
+}  // namespace sparkserve::model::cuda

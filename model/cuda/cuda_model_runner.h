@@ -1,0 +1,114 @@
+// CudaModelRunner: the CUDA ModelRunner for Qwen3.5 on one GPU (tensor-parallel world 1). Forward
+// runs a ragged StepPlan as one stream of kernels (embedding -> per layer: norm, projections,
+// attention or GDN, MLP -> final norm -> lm_head); a decode step (every seq one token, last-token
+// logits) replays a CUDA graph captured once per batch size. State lives on the GPU: GDN recurrent
+// state and conv windows per slot, bf16 KV pages per attention layer.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/ragged_batch.h"
+#include "model/config.h"
+#include "model/cuda/cuda_weights.h"
+#include "model/model_runner.h"
+#include "model/step_validation.h"
+
+namespace sparkserve::model::cuda {
+
+struct CudaRunnerOptions {
+  int32_t device = 0;
+  int32_t num_slots = 8;            // most sequences in flight (GDN state slots)
+  int32_t num_kv_pages = 64;        // KV pages per attention layer
+  int32_t kv_page_size = 16;        // tokens per page
+  int32_t max_seq_len = 4096;
+  int32_t max_step_tokens = 2048;   // most tokens in one step (activation buffers are sized by it)
+  bool cuda_graphs = true;          // replay decode steps from captured graphs
+};
+
+// What one decode step reads from memory, for bench engine's floor.
+struct DecodeTraffic {
+  int64_t weight_bytes = 0;  // every weight once (lm_head, norms and scales included)
+  int64_t kv_bytes = 0;      // K and V of every attention layer at the given contexts
+  int64_t state_bytes = 0;   // GDN recurrent state + conv window, read and written
+};
+
+class CudaModelRunner : public ModelRunner {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaModelRunner>> Load(const std::string& model_dir,
+                                                                const CudaRunnerOptions& options);
+  ~CudaModelRunner() override;
+
+  ModelCapacity capacity() const override;
+  absl::StatusOr<StepOutput> Forward(const StepPlan& plan) override;
+  absl::Status CopySlot(SlotId src, SlotId dst) override;
+
+  const Qwen35Config& config() const { return config_; }
+  // Bytes a decode step over seqs at `contexts` (tokens already cached per seq) reads.
+  DecodeTraffic DecodeTrafficAt(const std::vector<int64_t>& contexts) const;
+  // Device memory this runner holds (weights, state, activations), bytes.
+  int64_t device_bytes() const { return device_bytes_; }
+
+ private:
+  CudaRunnerOptions options_;
+  Qwen35Config config_;
+  CudaModelWeights weights_;
+  cudaStream_t stream_ = nullptr;
+
+  struct GdnState {
+    DeviceBuffer<float> recurrent;  // [num_slots, nv, dk, dv]
+    DeviceBuffer<float> conv;       // [num_slots, C, kernel - 1]
+  };
+  struct KvState {
+    DeviceBuffer<__nv_bfloat16> k, v;  // [num_pages, page_size, kv_heads, head_dim]
+  };
+  std::vector<int32_t> gdn_index_, kv_index_;  // per layer: index into gdn_/kv_ or -1
+  std::vector<GdnState> gdn_;
+  std::vector<KvState> kv_;
+
+  // Step metadata: one int32 block on the host (pinned) and the device, copied in one transfer.
+  struct MetaLayout {
+    size_t tokens, token_begin, start_pos, token_seq, positions, slots, keep_columns, page_table, logit_rows,
+        last_rows, total;  // offsets in int32 units
+  };
+  MetaLayout meta_;
+  int32_t pages_stride_ = 0;
+  int32_t* meta_host_ = nullptr;
+  DeviceBuffer<int32_t> meta_device_;
+
+  // Activations, sized for max_step_tokens rows.
+  int32_t logit_chunk_rows_ = 0;   // lm_head rows per pass (the logits buffer's rows)
+  DeviceBuffer<float> residual_, delta_, normed_;          // [T, d]
+  DeviceBuffer<__half> act16_;                              // [T, d] linear inputs
+  DeviceBuffer<__half> mid16_;                              // [T, max(h*hd, nv*dv, f)]
+  DeviceBuffer<float> proj0_, proj1_, proj2_, proj3_, mixed_;  // projection outputs (see Forward)
+  DeviceBuffer<float> hidden_, last_hidden_;                // [chunk, d], [num_slots, d]
+  DeviceBuffer<__half> hidden16_;                           // [chunk, d]
+  DeviceBuffer<float> logits_;                              // [chunk, V]
+  DeviceBuffer<uint8_t> workspace_;
+  size_t attention_workspace_bytes_ = 0;
+  int64_t device_bytes_ = 0;
+
+  // Captured decode steps by batch size.
+  std::map<int32_t, cudaGraphExec_t> decode_graphs_;
+
+  explicit CudaModelRunner(const CudaRunnerOptions& options) : options_(options) {}
+  absl::Status Init(const std::string& model_dir);
+  StepLimits limits() const;
+  kernels::cuda::RaggedBatchDevice BatchOf(int num_seqs, int num_tokens, int max_seq_tokens) const;
+  kernels::cuda::KvPoolDevice KvPool(int32_t layer) const;
+  // Everything between the metadata upload and the lm_head: the step's kernels on stream_.
+  absl::Status EnqueueLayers(int num_seqs, int num_tokens, int max_seq_tokens);
+  absl::Status EnqueueHead(int num_seqs, int num_tokens, int logit_rows_begin, int logit_rows);
+  absl::Status RunLinear(const CudaLinear& linear, const __half* x, int rows, float* y);
+};
+
+}  // namespace sparkserve::model::cuda

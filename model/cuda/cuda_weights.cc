@@ -1,0 +1,157 @@
+// CudaModelWeights::Load: checkpoint names -> device weights (FORMATS.md §1 for the names).
+#include "model/cuda/cuda_weights.h"
+
+#include <string>
+
+#include "core/half.h"
+#include "core/status.h"
+#include "fmt/format.h"
+
+namespace sparkserve::model::cuda {
+namespace {
+
+class DeviceBinder {
+ public:
+  DeviceBinder(const Qwen35Config& c, const quant::Checkpoint& ckpt) : c_(c), ckpt_(ckpt) {}
+
+  // The linear module `name` (without ".weight"), shape-checked.
+  absl::StatusOr<CudaLinear> Linear(const std::string& name, int64_t out, int64_t in) {
+    const quant::QuantizedLinear* m = ckpt_.FindModule(name);
+    if (m == nullptr) return absl::NotFoundError(fmt::format("checkpoint has no linear {}.weight", name));
+    if (m->out != out || m->in != in) {
+      return absl::InvalidArgumentError(
+          fmt::format("parameter {}.weight has shape [{}, {}], the config implies [{}, {}]", name, m->out, m->in, out, in));
+    }
+    return CudaLinear::Upload(*m);
+  }
+
+  // A non-linear tensor widened to f32 with `numel` elements, uploaded.
+  absl::StatusOr<DeviceBuffer<float>> Vector(const std::string& name, int64_t numel) {
+    ASSIGN_OR_RETURN(core::Tensor t, ckpt_.DenseF32(name));
+    if (t.numel() != numel) {
+      return absl::InvalidArgumentError(fmt::format("parameter {} has {} elements ({}), the config implies {}", name,
+                                                    t.numel(), core::ShapeToString(t.shape()), numel));
+    }
+    return DeviceBuffer<float>::FromHost(std::span<const float>(t.data<float>(), static_cast<size_t>(numel)));
+  }
+
+  absl::StatusOr<CudaAttentionWeights> Attention(const std::string& p) {
+    const int64_t d = c_.hidden_size, hd = c_.head_dim, H = c_.num_attention_heads, KV = c_.num_key_value_heads;
+    CudaAttentionWeights w;
+    ASSIGN_OR_RETURN(w.q_proj, Linear(p + "q_proj", H * 2 * hd, d));
+    ASSIGN_OR_RETURN(w.k_proj, Linear(p + "k_proj", KV * hd, d));
+    ASSIGN_OR_RETURN(w.v_proj, Linear(p + "v_proj", KV * hd, d));
+    ASSIGN_OR_RETURN(w.o_proj, Linear(p + "o_proj", d, H * hd));
+    ASSIGN_OR_RETURN(w.q_norm, Vector(p + "q_norm.weight", hd));
+    ASSIGN_OR_RETURN(w.k_norm, Vector(p + "k_norm.weight", hd));
+    return w;
+  }
+
+  absl::StatusOr<CudaGdnWeights> Gdn(const std::string& p) {
+    const int64_t d = c_.hidden_size, dk = c_.linear_key_head_dim, dv = c_.linear_value_head_dim;
+    const int64_t NK = c_.linear_num_key_heads, NV = c_.linear_num_value_heads, K = c_.linear_conv_kernel_dim;
+    const int64_t C = 2 * NK * dk + NV * dv;
+    CudaGdnWeights w;
+    ASSIGN_OR_RETURN(w.in_proj_qkv, Linear(p + "in_proj_qkv", C, d));
+    ASSIGN_OR_RETURN(w.in_proj_z, Linear(p + "in_proj_z", NV * dv, d));
+    ASSIGN_OR_RETURN(w.in_proj_a, Linear(p + "in_proj_a", NV, d));
+    ASSIGN_OR_RETURN(w.in_proj_b, Linear(p + "in_proj_b", NV, d));
+    ASSIGN_OR_RETURN(w.out_proj, Linear(p + "out_proj", d, NV * dv));
+    ASSIGN_OR_RETURN(w.conv1d, Vector(p + "conv1d.weight", C * K));
+    ASSIGN_OR_RETURN(w.a_log, Vector(p + "A_log", NV));
+    ASSIGN_OR_RETURN(w.dt_bias, Vector(p + "dt_bias", NV));
+    ASSIGN_OR_RETURN(w.norm, Vector(p + "norm.weight", dv));
+    return w;
+  }
+
+  absl::StatusOr<CudaMlpWeights> Mlp(const std::string& p) {
+    const int64_t d = c_.hidden_size, F = c_.intermediate_size;
+    CudaMlpWeights w;
+    ASSIGN_OR_RETURN(w.gate_proj, Linear(p + "gate_proj", F, d));
+    ASSIGN_OR_RETURN(w.up_proj, Linear(p + "up_proj", F, d));
+    ASSIGN_OR_RETURN(w.down_proj, Linear(p + "down_proj", d, F));
+    return w;
+  }
+
+  absl::StatusOr<CudaLayerWeights> Layer(const std::string& p, LayerType type) {
+    const int64_t d = c_.hidden_size;
+    CudaLayerWeights w;
+    w.type = type;
+    ASSIGN_OR_RETURN(w.input_layernorm, Vector(p + "input_layernorm.weight", d));
+    ASSIGN_OR_RETURN(w.post_attention_layernorm, Vector(p + "post_attention_layernorm.weight", d));
+    if (type == LayerType::kFullAttention) {
+      ASSIGN_OR_RETURN(w.attn, Attention(p + "self_attn."));
+    } else {
+      ASSIGN_OR_RETURN(w.gdn, Gdn(p + "linear_attn."));
+    }
+    ASSIGN_OR_RETURN(w.mlp, Mlp(p + "mlp."));
+    return w;
+  }
+
+  // The embedding table as bf16 [V, d] (raw bytes when the checkpoint stores dense bf16).
+  absl::StatusOr<DeviceBuffer<__nv_bfloat16>> Embedding(const std::string& name, int64_t V, int64_t d) {
+    const quant::QuantizedLinear* m = ckpt_.FindModule(name);
+    if (m == nullptr) return absl::NotFoundError(fmt::format("checkpoint has no parameter {}.weight", name));
+    if (m->out != V || m->in != d) {
+      return absl::InvalidArgumentError(
+          fmt::format("parameter {}.weight has shape [{}, {}], the config implies [{}, {}]", name, m->out, m->in, V, d));
+    }
+    ASSIGN_OR_RETURN(auto table, DeviceBuffer<__nv_bfloat16>::Allocate(static_cast<size_t>(V * d)));
+    if (m->format == quant::WeightFormat::kDense && m->weight.dtype() == core::DType::kBF16) {
+      RETURN_IF_ERROR(kernels::cuda::CudaStatus(
+          cudaMemcpy(table.data(), m->weight.raw_data(), m->weight.nbytes(), cudaMemcpyHostToDevice), "upload embedding"));
+      return table;
+    }
+    ASSIGN_OR_RETURN(core::Tensor f32, m->DequantizeToF32());
+    std::vector<uint16_t> bf16(static_cast<size_t>(f32.numel()));
+    for (size_t i = 0; i < bf16.size(); ++i) bf16[i] = core::F32ToBf16(f32.data<float>()[i]);
+    RETURN_IF_ERROR(kernels::cuda::CudaStatus(
+        cudaMemcpy(table.data(), bf16.data(), bf16.size() * 2, cudaMemcpyHostToDevice), "upload embedding"));
+    return table;
+  }
+
+ private:
+  const Qwen35Config& c_;
+  const quant::Checkpoint& ckpt_;
+};
+
+}  // namespace
+
+absl::StatusOr<CudaModelWeights> CudaModelWeights::Load(const Qwen35Config& c, const quant::Checkpoint& ckpt) {
+  DeviceBinder b(c, ckpt);
+  const std::string prefix(c.weight_prefix());
+  const int64_t d = c.hidden_size, V = c.vocab_size;
+  CudaModelWeights w;
+  ASSIGN_OR_RETURN(w.embed_tokens, b.Embedding(prefix + "embed_tokens", V, d));
+  ASSIGN_OR_RETURN(w.final_norm, b.Vector(prefix + "norm.weight", d));
+  if (c.tie_word_embeddings) {
+    w.lm_head = CudaLinear::Bf16View(w.embed_tokens.data(), static_cast<int>(V), static_cast<int>(d), "lm_head");
+  } else {
+    ASSIGN_OR_RETURN(w.lm_head, b.Linear("lm_head", V, d));
+  }
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    ASSIGN_OR_RETURN(CudaLayerWeights layer,
+                     b.Layer(fmt::format("{}layers.{}.", prefix, i), c.layer_types[static_cast<size_t>(i)]));
+    w.layers.push_back(std::move(layer));
+  }
+  return w;
+}
+
+int64_t CudaModelWeights::decode_weight_bytes() const {
+  int64_t n = lm_head.weight_bytes() + static_cast<int64_t>(final_norm.bytes());
+  for (const CudaLayerWeights& l : layers) {
+    n += static_cast<int64_t>(l.input_layernorm.bytes() + l.post_attention_layernorm.bytes());
+    if (l.type == LayerType::kFullAttention) {
+      n += l.attn.q_proj.weight_bytes() + l.attn.k_proj.weight_bytes() + l.attn.v_proj.weight_bytes() +
+           l.attn.o_proj.weight_bytes() + static_cast<int64_t>(l.attn.q_norm.bytes() + l.attn.k_norm.bytes());
+    } else {
+      n += l.gdn.in_proj_qkv.weight_bytes() + l.gdn.in_proj_z.weight_bytes() + l.gdn.in_proj_a.weight_bytes() +
+           l.gdn.in_proj_b.weight_bytes() + l.gdn.out_proj.weight_bytes() +
+           static_cast<int64_t>(l.gdn.conv1d.bytes() + l.gdn.a_log.bytes() + l.gdn.dt_bias.bytes() + l.gdn.norm.bytes());
+    }
+    n += l.mlp.gate_proj.weight_bytes() + l.mlp.up_proj.weight_bytes() + l.mlp.down_proj.weight_bytes();
+  }
+  return n;
+}
+
+}  // namespace sparkserve::model::cuda

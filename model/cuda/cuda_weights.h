@@ -1,0 +1,62 @@
+// CudaModelWeights: a Qwen3.5 text model's weights on one GPU (tensor-parallel world 1), bound by
+// checkpoint name from the quant layer's Checkpoint: linears as CudaLinear (NVFP4/FP8 kept
+// quantised), norms and GDN vectors as f32, the embedding table as bf16. Shapes are the config's
+// (d hidden, h/kv heads, nk/nv GDN heads, f MLP width, V vocab). The MTP block stays on the CPU path.
+#pragma once
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/config.h"
+#include "model/cuda/cuda_linear.h"
+#include "quant/checkpoint.h"
+
+namespace sparkserve::model::cuda {
+
+struct CudaAttentionWeights {
+  CudaLinear q_proj;               // [h * 2 * head_dim, d]: per head q rows then gate rows
+  CudaLinear k_proj, v_proj;       // [kv * head_dim, d]
+  CudaLinear o_proj;               // [d, h * head_dim]
+  DeviceBuffer<float> q_norm, k_norm;  // [head_dim] zero-centred
+};
+
+struct CudaGdnWeights {
+  CudaLinear in_proj_qkv;          // [2 * nk * dk + nv * dv, d]
+  CudaLinear in_proj_z;            // [nv * dv, d]
+  CudaLinear in_proj_a, in_proj_b;  // [nv, d]
+  CudaLinear out_proj;             // [d, nv * dv]
+  DeviceBuffer<float> conv1d;      // [2 * nk * dk + nv * dv, kernel]
+  DeviceBuffer<float> a_log, dt_bias;  // [nv]
+  DeviceBuffer<float> norm;        // [dv] plain weight
+};
+
+struct CudaMlpWeights {
+  CudaLinear gate_proj, up_proj;   // [f, d]
+  CudaLinear down_proj;            // [d, f]
+};
+
+struct CudaLayerWeights {
+  LayerType type = LayerType::kLinearAttention;
+  DeviceBuffer<float> input_layernorm, post_attention_layernorm;  // [d] zero-centred
+  CudaAttentionWeights attn;  // full_attention layers
+  CudaGdnWeights gdn;         // linear_attention layers
+  CudaMlpWeights mlp;
+};
+
+struct CudaModelWeights {
+  DeviceBuffer<__nv_bfloat16> embed_tokens;  // [V, d]
+  DeviceBuffer<float> final_norm;            // [d] zero-centred
+  CudaLinear lm_head;                        // [V, d] (a view of embed_tokens when tied)
+  std::vector<CudaLayerWeights> layers;
+
+  // Binds and uploads every parameter `config` names. Errors name the parameter (missing, or a
+  // shape other than the config implies).
+  static absl::StatusOr<CudaModelWeights> Load(const Qwen35Config& config, const quant::Checkpoint& checkpoint);
+  // Bytes a decode step reads from the weights: every linear (lm_head included) once, norms and
+  // GDN vectors, plus the embedding rows of the step (excluded here: `rows * d * 2` per step).
+  int64_t decode_weight_bytes() const;
+};
+
+}  // namespace sparkserve::model::cuda

@@ -1,0 +1,29 @@
+// Validation of a StepPlan against a runner's limits, shared by every ModelRunner so that each
+// backend refuses the same bad steps with the same messages before touching any state.
+#pragma once
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "model/step_plan.h"
+
+namespace sparkserve::model {
+
+struct StepLimits {
+  int32_t num_slots = 0;
+  int32_t max_seq_len = 0;
+  int32_t kv_page_size = 0;
+  int32_t num_kv_pages = 0;
+  bool needs_kv = true;            // the model has attention layers (or MTP) that read KV pages
+  int32_t max_verify_tokens = 0;   // most tokens of a keep_column_states seq (0: not supported)
+  int64_t vocab_size = 0;
+  int64_t max_step_tokens = 0;     // 0: no limit
+};
+
+// One seq's slot, token count, positions and page-table size.
+absl::Status ValidateSeq(const StepLimits& limits, SlotId slot, int64_t start_pos, size_t num_tokens,
+                         size_t num_pages);
+// Every seq (ValidateSeq), distinct slots, token ids and page ids in range, verify lengths, the
+// step's token budget.
+absl::Status ValidateStepPlan(const StepLimits& limits, const StepPlan& plan);
+
+}  // namespace sparkserve::model
