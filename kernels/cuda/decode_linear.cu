@@ -197,16 +197,18 @@ __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32)
   StorePartial(acc, tile, q, t, rows, out, partial + static_cast<size_t>(blockIdx.y) * rows * out);
 }
 
-// y[n, o] = (sum over splits of partial[split, n, o]) * scale (per tensor, or per row when given).
+// y[n, o] = (sum over splits of partial[split, n, o]) * scale, with the scale per tensor, per row
+// (row_scales), or `scale / row_divisors[o]` (fused NVFP4 linears with per-part global scales).
 __global__ void SumSplitsKernel(const float* __restrict__ partial, int num_splits, int rows, int out, float scale,
-                                const float* __restrict__ row_scales, float* __restrict__ y) {
+                                const float* __restrict__ row_scales, const float* __restrict__ row_divisors,
+                                float* __restrict__ y) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t n = static_cast<int64_t>(rows) * out;
   if (i >= n) return;
   float sum = 0.f;
   for (int s = 0; s < num_splits; ++s) sum += partial[s * n + i];
   const int o = static_cast<int>(i % out);
-  y[i] = sum * (row_scales ? row_scales[o] : scale);
+  y[i] = row_divisors ? sum * (scale / row_divisors[o]) : sum * (row_scales ? row_scales[o] : scale);
 }
 
 __global__ void Bf16ToF16Kernel(const __nv_bfloat16* __restrict__ x, __half* __restrict__ y, int64_t n) {
@@ -258,7 +260,8 @@ cudaError_t LaunchNvfp4Decode(const Nvfp4LinearDevice& w, const __half* x, int r
   const int64_t n = static_cast<int64_t>(rows) * w.out;
   // The kernel's weights carry a 2^-14 factor (see E2m1PairScaledDown); the global scale divides.
   SumSplitsKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(
-      partial, p.num_splits, rows, w.out, 16384.0f / w.global_scale, nullptr, y);
+      partial, p.num_splits, rows, w.out, w.row_global_scales ? 16384.0f : 16384.0f / w.global_scale, nullptr,
+      w.row_global_scales, y);
   return cudaGetLastError();
 }
 
@@ -275,7 +278,7 @@ cudaError_t LaunchFp8Decode(const Fp8LinearDevice& w, const __half* x, int rows,
   if (err != cudaSuccess) return err;
   const int64_t n = static_cast<int64_t>(rows) * w.out;
   SumSplitsKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(partial, p.num_splits, rows, w.out,
-                                                                               1.0f, w.scales, y);
+                                                                               1.0f, w.scales, nullptr, y);
   return cudaGetLastError();
 }
 

@@ -25,6 +25,9 @@ struct Nvfp4LinearDevice {
   const uint8_t* scales;   // [tiles, in/128, 8, 2, 8] float8_e4m3fn group scales (same function)
   float global_scale;      // divisor: W = e2m1 * scale / global_scale
   int out, in;             // in % 128 == 0; tiles = ceil(out / 16), missing rows zero
+  // Optional [out] per-row divisors replacing global_scale (several linears fused along out, each
+  // with its own global scale).
+  const float* row_global_scales = nullptr;
 };
 
 // An FP8 Linear with per-output-channel scales in device memory, repacked tile-major: for each

@@ -50,46 +50,104 @@ CudaLinear CudaLinear::Bf16View(const __nv_bfloat16* weight, int out, int in, st
   return l;
 }
 
-absl::StatusOr<CudaLinear> CudaLinear::Upload(const quant::QuantizedLinear& m) {
-  const int out = static_cast<int>(m.out), in = static_cast<int>(m.in);
-  if (m.bias.defined()) {
-    return absl::UnimplementedError(fmt::format("{}: linear bias is not supported by the CUDA backend", m.name));
+namespace {
+
+// The form a module keeps on the GPU.
+CudaLinearKind KindFor(const quant::QuantizedLinear& m) {
+  if (m.format == quant::WeightFormat::kNvfp4 && m.in % 128 == 0) return CudaLinearKind::kNvfp4;
+  if (m.format == quant::WeightFormat::kFp8 && m.in % 64 == 0 &&
+      (m.fp8_scale_layout == quant::Fp8ScaleLayout::kPerChannel || m.fp8_scale_layout == quant::Fp8ScaleLayout::kPerTensor)) {
+    return CudaLinearKind::kFp8;
   }
-  if (m.format == quant::WeightFormat::kNvfp4 && in % 128 == 0) {
-    CudaLinear l;
-    l.name_ = m.name;
-    l.kind_ = CudaLinearKind::kNvfp4;
-    l.out_ = out;
-    l.in_ = in;
-    const kc::Nvfp4DecodeLayout packed = kc::RepackNvfp4ForDecode(m.weight.bytes(), m.weight_scale.bytes(), out, in);
+  return CudaLinearKind::kBf16;
+}
+
+// Row-major bytes of every part's tensor `get(part)`, stacked.
+template <typename Get>
+std::vector<uint8_t> Stack(std::span<const quant::QuantizedLinear* const> parts, Get get) {
+  std::vector<uint8_t> all;
+  for (const quant::QuantizedLinear* m : parts) {
+    const std::span<const uint8_t> b = get(*m).bytes();
+    all.insert(all.end(), b.begin(), b.end());
+  }
+  return all;
+}
+
+}  // namespace
+
+bool CudaLinear::CanFuse(std::span<const quant::QuantizedLinear* const> parts) {
+  if (parts.empty()) return false;
+  for (const quant::QuantizedLinear* m : parts) {
+    if (m->in != parts[0]->in || KindFor(*m) != KindFor(*parts[0]) || m->bias.defined()) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<CudaLinear> CudaLinear::Upload(const quant::QuantizedLinear& m) {
+  const quant::QuantizedLinear* parts[] = {&m};
+  return UploadFused(parts, m.name);
+}
+
+absl::StatusOr<CudaLinear> CudaLinear::UploadFused(std::span<const quant::QuantizedLinear* const> parts,
+                                                   std::string name) {
+  for (const quant::QuantizedLinear* m : parts) {
+    if (m->bias.defined()) {
+      return absl::UnimplementedError(fmt::format("{}: linear bias is not supported by the CUDA backend", m->name));
+    }
+  }
+  if (!CanFuse(parts)) {
+    return absl::InvalidArgumentError(fmt::format("{}: parts differ in input size or weight form", name));
+  }
+  int64_t total_out = 0;
+  for (const quant::QuantizedLinear* m : parts) total_out += m->out;
+  const int out = static_cast<int>(total_out), in = static_cast<int>(parts[0]->in);
+  CudaLinear l;
+  l.name_ = std::move(name);
+  l.kind_ = KindFor(*parts[0]);
+  l.out_ = out;
+  l.in_ = in;
+  if (l.kind_ == CudaLinearKind::kNvfp4) {
+    const std::vector<uint8_t> codes = Stack(parts, [](const quant::QuantizedLinear& m) -> const core::Tensor& { return m.weight; });
+    const std::vector<uint8_t> scales =
+        Stack(parts, [](const quant::QuantizedLinear& m) -> const core::Tensor& { return m.weight_scale; });
+    const kc::Nvfp4DecodeLayout packed = kc::RepackNvfp4ForDecode(codes, scales, out, in);
     ASSIGN_OR_RETURN(l.codes_, UploadBytes(packed.packed));
     ASSIGN_OR_RETURN(l.group_scales_, UploadBytes(packed.scales));
-    ASSIGN_OR_RETURN(core::Tensor gs, core::ToF32(m.weight_global_scale));
-    l.global_scale_ = gs.data<float>()[0];
     l.weight_bytes_ = static_cast<int64_t>(packed.packed.size() + packed.scales.size());
+    std::vector<float> divisors;
+    for (const quant::QuantizedLinear* m : parts) {
+      ASSIGN_OR_RETURN(core::Tensor gs, core::ToF32(m->weight_global_scale));
+      divisors.insert(divisors.end(), static_cast<size_t>(m->out), gs.data<float>()[0]);
+    }
+    l.global_scale_ = divisors[0];
+    if (parts.size() > 1) {
+      ASSIGN_OR_RETURN(l.row_global_scales_, DeviceBuffer<float>::FromHost(divisors));
+    }
     return l;
   }
-  if (m.format == quant::WeightFormat::kFp8 && in % 64 == 0 &&
-      (m.fp8_scale_layout == quant::Fp8ScaleLayout::kPerChannel || m.fp8_scale_layout == quant::Fp8ScaleLayout::kPerTensor)) {
-    CudaLinear l;
-    l.name_ = m.name;
-    l.kind_ = CudaLinearKind::kFp8;
-    l.out_ = out;
-    l.in_ = in;
-    const std::vector<uint8_t> packed = kc::RepackFp8ForDecode(m.weight.bytes(), out, in);
+  if (l.kind_ == CudaLinearKind::kFp8) {
+    const std::vector<uint8_t> codes = Stack(parts, [](const quant::QuantizedLinear& m) -> const core::Tensor& { return m.weight; });
+    const std::vector<uint8_t> packed = kc::RepackFp8ForDecode(codes, out, in);
     ASSIGN_OR_RETURN(l.codes_, UploadBytes(packed));
-    ASSIGN_OR_RETURN(core::Tensor s, core::ToF32(m.weight_scale));
-    std::vector<float> scales(static_cast<size_t>(out));
-    for (int o = 0; o < out; ++o) {
-      scales[static_cast<size_t>(o)] = m.fp8_scale_layout == quant::Fp8ScaleLayout::kPerTensor ? s.data<float>()[0]
-                                                                                               : s.data<float>()[o];
+    std::vector<float> scales;
+    for (const quant::QuantizedLinear* m : parts) {
+      ASSIGN_OR_RETURN(core::Tensor s, core::ToF32(m->weight_scale));
+      for (int64_t o = 0; o < m->out; ++o) {
+        scales.push_back(m->fp8_scale_layout == quant::Fp8ScaleLayout::kPerTensor ? s.data<float>()[0] : s.data<float>()[o]);
+      }
     }
     ASSIGN_OR_RETURN(l.channel_scales_, DeviceBuffer<float>::FromHost(scales));
     l.weight_bytes_ = static_cast<int64_t>(packed.size() + scales.size() * sizeof(float));
     return l;
   }
-  ASSIGN_OR_RETURN(core::Tensor dense, m.DequantizeToF32());
-  return FromF32(dense, m.name);
+  core::Tensor dense = core::Tensor::Empty({out, in}, core::DType::kF32);
+  int64_t row = 0;
+  for (const quant::QuantizedLinear* m : parts) {
+    ASSIGN_OR_RETURN(core::Tensor part, m->DequantizeToF32());
+    std::copy_n(part.data<float>(), part.numel(), dense.data<float>() + row * in);
+    row += m->out;
+  }
+  return FromF32(dense, l.name_);
 }
 
 size_t CudaLinear::workspace_bytes(int rows) const {
@@ -106,7 +164,8 @@ absl::Status CudaLinear::Run(const __half* x, int rows, float* y, void* workspac
     const __half* xr = x + static_cast<int64_t>(r) * in_;
     float* yr = y + static_cast<int64_t>(r) * out_;
     if (kind_ == CudaLinearKind::kNvfp4) {
-      const kc::Nvfp4LinearDevice w{codes_.data(), group_scales_.data(), global_scale_, out_, in_};
+      const kc::Nvfp4LinearDevice w{codes_.data(), group_scales_.data(), global_scale_, out_, in_,
+                                    row_global_scales_.size() > 0 ? row_global_scales_.data() : nullptr};
       RETURN_IF_ERROR(kc::Nvfp4DecodeLinear(w, xr, n, yr, workspace, stream));
     } else {
       const kc::Fp8LinearDevice w{codes_.data(), channel_scales_.data(), out_, in_};

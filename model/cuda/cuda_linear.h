@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -32,6 +33,11 @@ class CudaLinear {
   // keep their format; anything else (dense, FP8 block scales, shapes the kernels do not take) is
   // dequantised by the reference (QuantizedLinear::DequantizeToF32) and kept as bf16.
   static absl::StatusOr<CudaLinear> Upload(const quant::QuantizedLinear& module);
+  // Several modules reading the same input, stacked along `out` in the given order (q|k|v,
+  // gate|up, ...): one pass over the input for all. Needs CanFuse(parts).
+  static absl::StatusOr<CudaLinear> UploadFused(std::span<const quant::QuantizedLinear* const> parts, std::string name);
+  // Whether the parts share `in` and the form Upload would give each (NVFP4 / FP8 / bf16).
+  static bool CanFuse(std::span<const quant::QuantizedLinear* const> parts);
   // A dense f32 [out, in] weight kept as bf16.
   static absl::StatusOr<CudaLinear> FromF32(const core::Tensor& weight, std::string name);
   // A dense bf16 weight that lives elsewhere (the tied lm_head reads embed_tokens); not owned.
@@ -57,6 +63,7 @@ class CudaLinear {
   DeviceBuffer<uint8_t> group_scales_;  // nvfp4 group scales (decode layout)
   DeviceBuffer<float> channel_scales_;  // fp8 per-output-channel scales [out]
   float global_scale_ = 1.0f;           // nvfp4 divisor
+  DeviceBuffer<float> row_global_scales_;  // nvfp4 fused: [out] per-row divisors
   DeviceBuffer<__nv_bfloat16> dense_;   // bf16 [out, in] (owned)
   const __nv_bfloat16* dense_view_ = nullptr;
 };
