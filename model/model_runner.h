@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/tensor.h"
+#include "model/row_sampling.h"
 #include "model/step_plan.h"
 
 namespace sparkserve::model {
@@ -20,6 +21,9 @@ struct StepOutput {
   core::Tensor hidden;                 // f32 [num_logit_rows, hidden]
   // The same (after the final norm) for each seq's last token, whatever `logits` it asked for.
   core::Tensor last_hidden;            // f32 [num_seqs, hidden]
+  // ForwardSampled only: one entry per logit row. `logits` then holds only the rows whose status
+  // is not kDone (the others are left unwritten).
+  std::vector<SampledRow> sampled;
 };
 
 // Capacities the scheduler plans against.
@@ -40,6 +44,13 @@ class ModelRunner {
   virtual absl::StatusOr<StepOutput> Forward(const StepPlan& plan) = 0;
   // Copies the state of slot `src` into `dst` (GDN state + conv window), e.g. for n > 1 forks.
   virtual absl::Status CopySlot(SlotId src, SlotId dst) = 0;
+
+  // Runners that sample on their device: Forward, then sample logit row r with rows[r] (one per
+  // logit row; every seq must want kLast or kNone logits). The engine uses it when true.
+  virtual bool samples_on_device() const { return false; }
+  virtual absl::StatusOr<StepOutput> ForwardSampled(const StepPlan& plan, const std::vector<RowSampling>& rows) {
+    return absl::UnimplementedError("this model runner does not sample on its device");
+  }
 };
 
 }  // namespace sparkserve::model

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <span>
 #include <string>
 
@@ -312,7 +313,9 @@ void Engine::Step() {
     Emit();
     return;
   }
-  absl::StatusOr<model::StepOutput> output = model_->Forward(batch.plan);
+  absl::StatusOr<model::StepOutput> output = model_->samples_on_device()
+                                                  ? model_->ForwardSampled(batch.plan, RowSamplings(batch))
+                                                  : model_->Forward(batch.plan);
   if (output.ok()) {
     Postprocess(batch, *output);
     PublishStats(batch.plan.num_tokens());
@@ -340,6 +343,14 @@ absl::Status CheckStepOutput(const scheduler::ScheduledBatch& batch, const model
       return absl::InternalError(fmt::format("step output has {} logit rows for sequence {} of the plan", rows, i));
     }
     any_rows = any_rows || rows > 0;
+  }
+  if (!out.sampled.empty()) {  // sampled on the device: logits only for the rows left to the host
+    if (static_cast<int32_t>(out.sampled.size()) != out.logit_row_begin[n]) {
+      return absl::InternalError(fmt::format("step output has {} sampled rows for {} logit rows", out.sampled.size(),
+                                             out.logit_row_begin[n]));
+    }
+    any_rows = std::any_of(out.sampled.begin(), out.sampled.end(),
+                           [](const model::SampledRow& r) { return r.status != model::SampledRow::kDone; });
   }
   if (!any_rows) return absl::OkStatus();
   const core::Tensor& l = out.logits;
@@ -379,7 +390,17 @@ void Engine::Postprocess(const scheduler::ScheduledBatch& batch, const model::St
     d.state = &seq_states_.at(s.seq->id);
     const RequestState& req = *d.state->request;
     const int64_t row = output.logit_row_begin[i + 1] - 1;
-    d.logits = std::span<const float>(output.logits.data<float>() + row * vocab, static_cast<size_t>(vocab));
+    if (!output.sampled.empty() && output.sampled[static_cast<size_t>(row)].status == model::SampledRow::kDone) {
+      const model::SampledRow& r = output.sampled[static_cast<size_t>(row)];
+      SampledToken t;
+      t.id = r.id;
+      t.logprob = r.logprob;
+      for (const auto& [id, lp] : r.top_logprobs) t.top_logprobs.push_back({id, lp});
+      d.token = std::move(t);
+      d.on_device = true;
+    } else {
+      d.logits = std::span<const float>(output.logits.data<float>() + row * vocab, static_cast<size_t>(vocab));
+    }
     d.ctx.params = &req.request.sampling;
     d.ctx.prompt = s.seq->prompt();
     d.ctx.output = s.seq->output();
@@ -452,7 +473,7 @@ void Engine::SampleAll(std::vector<Draw>& draws) {
     if (!sampler) sampler = std::make_unique<Sampler>(capacity_.vocab_size);
     for (int64_t i = begin; i < end; ++i) {
       Draw& d = draws[static_cast<size_t>(i)];
-      d.token = sampler->Sample(d.logits, d.ctx);
+      if (!d.on_device) d.token = sampler->Sample(d.logits, d.ctx);
     }
     std::lock_guard lock(samplers_mu_);
     idle_samplers_.push_back(std::move(sampler));
@@ -464,6 +485,39 @@ void Engine::SampleAll(std::vector<Draw>& draws) {
     // At most kMaxSamplingChunks chunks: each holds a Sampler's vocabulary-sized scratch.
     core::ThreadPool::Global().ParallelFor(n, (n + kMaxSamplingChunks - 1) / kMaxSamplingChunks, run);
   }
+}
+
+std::vector<model::RowSampling> Engine::RowSamplings(const scheduler::ScheduledBatch& batch) const {
+  std::vector<model::RowSampling> rows;
+  for (const scheduler::ScheduledSeq& s : batch.seqs) {
+    if (!s.samples) continue;
+    const SeqState& st = seq_states_.at(s.seq->id);
+    const RequestState& req = *st.request;
+    const scheduler::SamplingParams& p = req.request.sampling;
+    model::RowSampling r;
+    r.temperature = p.temperature;
+    r.top_k = p.top_k;
+    r.top_p = p.top_p;
+    r.min_p = p.min_p;
+    r.repetition_penalty = p.repetition_penalty;
+    r.frequency_penalty = p.frequency_penalty;
+    r.presence_penalty = p.presence_penalty;
+    r.num_logprobs = std::min(p.logprobs, kMaxLogprobs);
+    r.uniform = UniformAt(st.rng_seed, s.seq->output().size());
+    if (s.seq->num_generated() < req.request.min_tokens) r.banned = req.stop_ids;
+    for (const auto& [id, b] : p.logit_bias) r.bias.emplace_back(id, b);
+    if (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+      std::map<int32_t, int32_t> counts;  // id -> occurrences in the output (0: prompt only)
+      for (const int32_t id : s.seq->prompt()) counts.emplace(id, 0);
+      for (const int32_t id : s.seq->output()) ++counts[id];
+      for (const auto& [id, c] : counts) {
+        r.history_ids.push_back(id);
+        r.history_output_counts.push_back(c);
+      }
+    }
+    rows.push_back(std::move(r));
+  }
+  return rows;
 }
 
 void Engine::FailBatch(const scheduler::ScheduledBatch& batch, const std::string& error) {

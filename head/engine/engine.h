@@ -78,6 +78,7 @@ class Engine : public EngineApi {
     std::span<const float> logits;
     SamplingContext ctx;
     absl::StatusOr<SampledToken> token;
+    bool on_device = false;  // `token` came from the runner's device sampler
   };
   struct Pending {  // an event for a sink, emitted after the step's bookkeeping
     std::shared_ptr<TokenSink> sink;
@@ -101,6 +102,8 @@ class Engine : public EngineApi {
   // Samples every draw; in parallel on the core thread pool when there are several (each draw
   // depends only on its own row and stream, so the result is the same either way).
   void SampleAll(std::vector<Draw>& draws);
+  // What a device-sampling runner needs for each sampling seq of `batch`, in plan order.
+  std::vector<model::RowSampling> RowSamplings(const scheduler::ScheduledBatch& batch) const;
   void FailBatch(const scheduler::ScheduledBatch& batch, const std::string& error);
   void EndAll(scheduler::FinishReason reason, const std::string& error);
   void PublishStats(int64_t step_tokens);

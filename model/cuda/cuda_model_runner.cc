@@ -10,6 +10,7 @@
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/gdn.h"
 #include "kernels/cuda/norm_ops.h"
+#include "kernels/cuda/sampling.h"
 #include "quant/checkpoint.h"
 #include "spdlog/spdlog.h"
 
@@ -111,7 +112,7 @@ absl::Status CudaModelRunner::Init(const std::string& model_dir) {
   ASSIGN_OR_RETURN(normed_, Buffer<float>(T * d, &total));
   ASSIGN_OR_RETURN(act16_, Buffer<__half>(T * d, &total));
   ASSIGN_OR_RETURN(mid16_, Buffer<__half>(T * mid, &total));
-  ASSIGN_OR_RETURN(proj0_, Buffer<float>(T * std::max({H * 2 * hd, C, F}), &total));
+  ASSIGN_OR_RETURN(proj0_, Buffer<float>(T * std::max({H * 2 * hd + 2 * KV * hd, C + nv * dv, 2 * F}), &total));
   ASSIGN_OR_RETURN(proj1_, Buffer<float>(T * std::max({KV * hd, nv * dv, F}), &total));
   ASSIGN_OR_RETURN(proj2_, Buffer<float>(T * std::max(KV * hd, nv), &total));
   ASSIGN_OR_RETURN(proj3_, Buffer<float>(T * nv, &total));
@@ -123,9 +124,10 @@ absl::Status CudaModelRunner::Init(const std::string& model_dir) {
   size_t ws = weights_.lm_head.workspace_bytes(logit_chunk_rows_);
   auto grow = [&](const CudaLinear& l) { ws = std::max(ws, l.workspace_bytes(static_cast<int>(T))); };
   for (const CudaLayerWeights& l : weights_.layers) {
-    for (const CudaLinear* lin : {&l.attn.q_proj, &l.attn.k_proj, &l.attn.v_proj, &l.attn.o_proj, &l.gdn.in_proj_qkv,
-                                  &l.gdn.in_proj_z, &l.gdn.in_proj_a, &l.gdn.in_proj_b, &l.gdn.out_proj,
-                                  &l.mlp.gate_proj, &l.mlp.up_proj, &l.mlp.down_proj}) {
+    for (const CudaLinear* lin : {&l.attn.qkv, &l.attn.q_proj, &l.attn.k_proj, &l.attn.v_proj, &l.attn.o_proj,
+                                  &l.gdn.qkvz, &l.gdn.in_proj_qkv, &l.gdn.in_proj_z, &l.gdn.ab, &l.gdn.in_proj_a,
+                                  &l.gdn.in_proj_b, &l.gdn.out_proj, &l.mlp.gate_up, &l.mlp.gate_proj, &l.mlp.up_proj,
+                                  &l.mlp.down_proj}) {
       grow(*lin);
     }
   }
@@ -211,37 +213,76 @@ absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
     }
     if (w.type == LayerType::kFullAttention) {
       const CudaAttentionWeights& a = w.attn;
-      RETURN_IF_ERROR(RunLinear(a.q_proj, act16, T, proj0_.data()));  // [T, H, 2, hd]: q then gate per head
-      RETURN_IF_ERROR(RunLinear(a.k_proj, act16, T, proj1_.data()));  // [T, KV * hd]
-      RETURN_IF_ERROR(RunLinear(a.v_proj, act16, T, proj2_.data()));  // [T, KV * hd]
+      kc::QkvInput in;  // q_proj rows per head: [q (hd) | gate (hd)]
+      if (a.qkv.out() > 0) {  // proj0 [T, H * 2hd + 2 * KV * hd]
+        const int row = a.qkv.out();
+        RETURN_IF_ERROR(RunLinear(a.qkv, act16, T, proj0_.data()));
+        in = {proj0_.data(), row, 2 * hd, proj0_.data() + H * 2 * hd, row, proj0_.data() + H * 2 * hd + KV * hd, row};
+      } else {  // proj0 [T, H * 2hd], proj1 / proj2 [T, KV * hd]
+        RETURN_IF_ERROR(RunLinear(a.q_proj, act16, T, proj0_.data()));
+        RETURN_IF_ERROR(RunLinear(a.k_proj, act16, T, proj1_.data()));
+        RETURN_IF_ERROR(RunLinear(a.v_proj, act16, T, proj2_.data()));
+        in = {proj0_.data(), H * 2 * hd, 2 * hd, proj1_.data(), KV * hd, proj2_.data(), KV * hd};
+      }
       const kc::KvPoolDevice kv = KvPool(kv_index_[i]);
-      const kc::QkvInput in{proj0_.data(), H * 2 * hd, 2 * hd, proj1_.data(), KV * hd, proj2_.data(), KV * hd};
       RETURN_IF_ERROR(kc::QkNormRopeKvWrite(in, a.q_norm.data(), a.k_norm.data(), eps, H, static_cast<int>(c.rotary_dim()),
                                             static_cast<float>(c.rope.theta), batch, kv, mixed_.data(), stream_));
       const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-      RETURN_IF_ERROR(kc::PagedAttention(mixed_.data(), H, scale, kv, batch, proj0_.data() + hd, H * 2 * hd, 2 * hd,
-                                         mid16, workspace_.data(), stream_));
+      RETURN_IF_ERROR(kc::PagedAttention(mixed_.data(), H, scale, kv, batch, in.q + hd, in.q_row_stride, 2 * hd, mid16,
+                                         workspace_.data(), stream_));
       RETURN_IF_ERROR(RunLinear(a.o_proj, mid16, T, delta));
     } else {
       const CudaGdnWeights& g = w.gdn;
       GdnState& st = gdn_[static_cast<size_t>(gdn_index_[i])];
-      RETURN_IF_ERROR(RunLinear(g.in_proj_qkv, act16, T, proj0_.data()));  // [T, C]
-      RETURN_IF_ERROR(RunLinear(g.in_proj_z, act16, T, proj1_.data()));    // [T, nv * dv]
-      RETURN_IF_ERROR(RunLinear(g.in_proj_a, act16, T, proj2_.data()));    // [T, nv]
-      RETURN_IF_ERROR(RunLinear(g.in_proj_b, act16, T, proj3_.data()));    // [T, nv]
-      RETURN_IF_ERROR(kc::CausalConv1dSilu(proj0_.data(), C, C, g.conv1d.data(), K, batch, st.conv.data(), nullptr, 0,
+      const float* qkv;  // [T, C] at row stride qkv_stride
+      kc::GdnInput in;
+      int qkv_stride;
+      if (g.qkvz.out() > 0) {  // proj0 [T, C + nv * dv]
+        RETURN_IF_ERROR(RunLinear(g.qkvz, act16, T, proj0_.data()));
+        qkv = proj0_.data();
+        qkv_stride = g.qkvz.out();
+        in.z = proj0_.data() + C;
+        in.z_stride = qkv_stride;
+      } else {  // proj0 [T, C], proj1 [T, nv * dv]
+        RETURN_IF_ERROR(RunLinear(g.in_proj_qkv, act16, T, proj0_.data()));
+        RETURN_IF_ERROR(RunLinear(g.in_proj_z, act16, T, proj1_.data()));
+        qkv = proj0_.data();
+        qkv_stride = C;
+        in.z = proj1_.data();
+        in.z_stride = gs.nv * gs.dv;
+      }
+      if (g.ab.out() > 0) {  // proj2 [T, 2 * nv]
+        RETURN_IF_ERROR(RunLinear(g.ab, act16, T, proj2_.data()));
+        in.a = proj2_.data();
+        in.b = proj2_.data() + gs.nv;
+        in.ab_stride = 2 * gs.nv;
+      } else {  // proj2 / proj3 [T, nv]
+        RETURN_IF_ERROR(RunLinear(g.in_proj_a, act16, T, proj2_.data()));
+        RETURN_IF_ERROR(RunLinear(g.in_proj_b, act16, T, proj3_.data()));
+        in.a = proj2_.data();
+        in.b = proj3_.data();
+        in.ab_stride = gs.nv;
+      }
+      RETURN_IF_ERROR(kc::CausalConv1dSilu(qkv, qkv_stride, C, g.conv1d.data(), K, batch, st.conv.data(), nullptr, 0,
                                            mixed_.data(), stream_));
-      const kc::GdnInput in{mixed_.data(), C, proj2_.data(), proj3_.data(), gs.nv, proj1_.data(), gs.nv * gs.dv};
+      in.mixed = mixed_.data();
+      in.mixed_stride = C;
       RETURN_IF_ERROR(kc::GatedDeltaNet(in, gs, g.a_log.data(), g.dt_bias.data(), g.norm.data(), eps, batch,
                                         st.recurrent.data(), nullptr, 0, mid16, stream_));
       RETURN_IF_ERROR(RunLinear(g.out_proj, mid16, T, delta));
     }
     RETURN_IF_ERROR(
         kc::AddRmsNormZeroCentered(residual, delta, w.post_attention_layernorm.data(), T, d, eps, nullptr, act16, stream_));
-    RETURN_IF_ERROR(RunLinear(w.mlp.gate_proj, act16, T, proj0_.data()));  // [T, F]
-    RETURN_IF_ERROR(RunLinear(w.mlp.up_proj, act16, T, proj1_.data()));    // [T, F]
-    RETURN_IF_ERROR(kc::SwiGlu(proj0_.data(), proj1_.data(), T, F, F, mid16, stream_));
-    RETURN_IF_ERROR(RunLinear(w.mlp.down_proj, mid16, T, delta));
+    const CudaMlpWeights& mlp = w.mlp;
+    if (mlp.gate_up.out() > 0) {  // proj0 [T, 2F]
+      RETURN_IF_ERROR(RunLinear(mlp.gate_up, act16, T, proj0_.data()));
+      RETURN_IF_ERROR(kc::SwiGlu(proj0_.data(), proj0_.data() + F, T, F, 2 * F, mid16, stream_));
+    } else {  // proj0 / proj1 [T, F]
+      RETURN_IF_ERROR(RunLinear(mlp.gate_proj, act16, T, proj0_.data()));
+      RETURN_IF_ERROR(RunLinear(mlp.up_proj, act16, T, proj1_.data()));
+      RETURN_IF_ERROR(kc::SwiGlu(proj0_.data(), proj1_.data(), T, F, F, mid16, stream_));
+    }
+    RETURN_IF_ERROR(RunLinear(mlp.down_proj, mid16, T, delta));
   }
   // The final norm over every row (residual keeps the pre-norm stream), then each seq's last row.
   RETURN_IF_ERROR(
@@ -257,7 +298,9 @@ absl::Status CudaModelRunner::EnqueueHead(int /*S*/, int /*T*/, int row_begin, i
   return RunLinear(weights_.lm_head, hidden16_.data(), rows, logits_.data());
 }
 
-absl::StatusOr<StepOutput> CudaModelRunner::Forward(const StepPlan& plan) {
+absl::StatusOr<StepOutput> CudaModelRunner::Forward(const StepPlan& plan) { return Execute(plan, true); }
+
+absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool fetch) {
   for (const SeqWork& s : plan.seqs) {
     if (s.keep_column_states) {
       return absl::UnimplementedError(
@@ -301,15 +344,21 @@ absl::StatusOr<StepOutput> CudaModelRunner::Forward(const StepPlan& plan) {
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(meta_device_.data(), meta_host_, meta_.total * sizeof(int32_t),
                                        cudaMemcpyHostToDevice, stream_));
   StepOutput out;
-  out.logits = core::Tensor::Empty({R, V}, core::DType::kF32);
-  out.hidden = core::Tensor::Empty({R, d}, core::DType::kF32);
-  out.last_hidden = core::Tensor::Empty({S, d}, core::DType::kF32);
+  if (fetch) {
+    out.logits = core::Tensor::Empty({R, V}, core::DType::kF32);
+    out.hidden = core::Tensor::Empty({R, d}, core::DType::kF32);
+    out.last_hidden = core::Tensor::Empty({S, d}, core::DType::kF32);
+  } else if (R > logit_chunk_rows_) {
+    return absl::InvalidArgumentError(
+        fmt::format("a sampled step has {} logit rows; the runner samples at most {}", R, logit_chunk_rows_));
+  }
   out.logit_row_begin.push_back(0);
   for (const SeqWork& w : plan.seqs) {
     const int rows = w.logits == LogitsWanted::kAll ? static_cast<int>(w.tokens.size()) : w.logits == LogitsWanted::kLast;
     out.logit_row_begin.push_back(out.logit_row_begin.back() + rows);
   }
-  auto fetch = [&](int row_begin, int rows) -> absl::Status {
+  auto fetch_rows = [&](int row_begin, int rows) -> absl::Status {
+    if (!fetch) return absl::OkStatus();
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.logits.data<float>() + row_begin * V, logits_.data(),
                                          sizeof(float) * rows * V, cudaMemcpyDeviceToHost, stream_));
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.hidden.data<float>() + row_begin * d, hidden_.data(),
@@ -334,19 +383,167 @@ absl::StatusOr<StepOutput> CudaModelRunner::Forward(const StepPlan& plan) {
       spdlog::debug("cuda runner: captured the decode step for batch {}", S);
     }
     CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, stream_));
-    RETURN_IF_ERROR(fetch(0, S));
+    RETURN_IF_ERROR(fetch_rows(0, S));
   } else {
     RETURN_IF_ERROR(EnqueueLayers(S, T, max_seq_tokens));
     for (int r = 0; r < R; r += logit_chunk_rows_) {
       const int rows = std::min(logit_chunk_rows_, R - r);
       RETURN_IF_ERROR(EnqueueHead(S, T, r, rows));
-      RETURN_IF_ERROR(fetch(r, rows));
+      RETURN_IF_ERROR(fetch_rows(r, rows));
     }
   }
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.last_hidden.data<float>(), last_hidden_.data(), sizeof(float) * S * d,
-                                       cudaMemcpyDeviceToHost, stream_));
-  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  if (fetch) {
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.last_hidden.data<float>(), last_hidden_.data(), sizeof(float) * S * d,
+                                         cudaMemcpyDeviceToHost, stream_));
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  }
   return out;
+}
+
+absl::StatusOr<StepOutput> CudaModelRunner::ForwardSampled(const StepPlan& plan, const std::vector<RowSampling>& rows) {
+  int64_t R = 0;
+  for (const SeqWork& w : plan.seqs) {
+    if (w.logits == LogitsWanted::kAll) {
+      return absl::InvalidArgumentError("ForwardSampled takes kLast/kNone logits only (one sampled row per sequence)");
+    }
+    R += w.logits == LogitsWanted::kLast;
+  }
+  if (static_cast<int64_t>(rows.size()) != R) {
+    return absl::InvalidArgumentError(fmt::format("ForwardSampled: {} sampling rows for {} logit rows", rows.size(), R));
+  }
+  ASSIGN_OR_RETURN(StepOutput out, Execute(plan, false));
+  RETURN_IF_ERROR(SampleOnDevice(rows, &out));
+  return out;
+}
+
+absl::Status CudaModelRunner::SampleOnDevice(const std::vector<RowSampling>& rows, StepOutput* out) {
+  const int R = static_cast<int>(rows.size());
+  const int V = static_cast<int>(config_.vocab_size);
+  if (R == 0) {
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  }
+  // Parameters and the sparse lists, packed: ints = banned | bias ids | history ids | history counts.
+  std::vector<kc::SamplingRow> params(static_cast<size_t>(R));
+  std::vector<int32_t> banned, bias_ids, history_ids, history_counts;
+  std::vector<float> bias_values;
+  for (int r = 0; r < R; ++r) {
+    const RowSampling& in = rows[static_cast<size_t>(r)];
+    if (in.history_ids.size() != in.history_output_counts.size()) {
+      return absl::InvalidArgumentError("RowSampling: history ids and counts differ in length");
+    }
+    kc::SamplingRow& p = params[static_cast<size_t>(r)];
+    p.temperature = in.temperature;
+    p.top_k = in.top_k;
+    p.top_p = in.top_p;
+    p.min_p = in.min_p;
+    p.repetition_penalty = in.repetition_penalty;
+    p.frequency_penalty = in.frequency_penalty;
+    p.presence_penalty = in.presence_penalty;
+    p.num_logprobs = std::min(in.num_logprobs, kc::kMaxGpuLogprobs);
+    p.uniform = in.uniform;
+    p.banned_begin = static_cast<int32_t>(banned.size());
+    banned.insert(banned.end(), in.banned.begin(), in.banned.end());
+    p.banned_end = static_cast<int32_t>(banned.size());
+    p.bias_begin = static_cast<int32_t>(bias_ids.size());
+    for (const auto& [id, b] : in.bias) {
+      bias_ids.push_back(id);
+      bias_values.push_back(b);
+    }
+    p.bias_end = static_cast<int32_t>(bias_ids.size());
+    p.history_begin = static_cast<int32_t>(history_ids.size());
+    history_ids.insert(history_ids.end(), in.history_ids.begin(), in.history_ids.end());
+    history_counts.insert(history_counts.end(), in.history_output_counts.begin(), in.history_output_counts.end());
+    p.history_end = static_cast<int32_t>(history_ids.size());
+  }
+  std::vector<int32_t> ints;
+  ints.reserve(banned.size() + bias_ids.size() + 2 * history_ids.size());
+  for (const auto* part : {&banned, &bias_ids, &history_ids, &history_counts}) ints.insert(ints.end(), part->begin(), part->end());
+  if (sampling_ints_.size() < ints.size()) {
+    ASSIGN_OR_RETURN(sampling_ints_, DeviceBuffer<int32_t>::Allocate(ints.size() * 2));
+  }
+  if (sampling_floats_.size() < bias_values.size()) {
+    ASSIGN_OR_RETURN(sampling_floats_, DeviceBuffer<float>::Allocate(bias_values.size() * 2));
+  }
+  if (sampling_rows_.size() == 0) {
+    const size_t n = static_cast<size_t>(logit_chunk_rows_);
+    ASSIGN_OR_RETURN(sampling_rows_, DeviceBuffer<uint8_t>::Allocate(n * sizeof(kc::SamplingRow)));
+    ASSIGN_OR_RETURN(sampled_ids_, DeviceBuffer<int32_t>::Allocate(n));
+    ASSIGN_OR_RETURN(sampled_status_, DeviceBuffer<int32_t>::Allocate(n));
+    ASSIGN_OR_RETURN(sampled_logprobs_, DeviceBuffer<float>::Allocate(n));
+    ASSIGN_OR_RETURN(sampled_top_ids_, DeviceBuffer<int32_t>::Allocate(n * kc::kMaxGpuLogprobs));
+    ASSIGN_OR_RETURN(sampled_top_logprobs_, DeviceBuffer<float>::Allocate(n * kc::kMaxGpuLogprobs));
+    ASSIGN_OR_RETURN(sampling_workspace_,
+                     DeviceBuffer<uint8_t>::Allocate(std::max<size_t>(1, kc::SampleWorkspaceBytes(logit_chunk_rows_, V))));
+  }
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sampling_rows_.data(), params.data(), params.size() * sizeof(kc::SamplingRow),
+                                       cudaMemcpyHostToDevice, stream_));
+  if (!ints.empty()) {
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sampling_ints_.data(), ints.data(), ints.size() * sizeof(int32_t),
+                                         cudaMemcpyHostToDevice, stream_));
+  }
+  if (!bias_values.empty()) {
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sampling_floats_.data(), bias_values.data(), bias_values.size() * sizeof(float),
+                                         cudaMemcpyHostToDevice, stream_));
+  }
+  kc::SamplingInputs in;
+  in.logits = logits_.data();
+  in.rows = R;
+  in.vocab = V;
+  in.params = reinterpret_cast<const kc::SamplingRow*>(sampling_rows_.data());
+  const int32_t* base = sampling_ints_.data();
+  in.banned_ids = base;
+  in.bias_ids = base + banned.size();
+  in.bias_values = sampling_floats_.data();
+  in.history_ids = base + banned.size() + bias_ids.size();
+  in.history_output_counts = base + banned.size() + bias_ids.size() + history_ids.size();
+  kc::SamplingOutputs o;
+  o.ids = sampled_ids_.data();
+  o.logprobs = sampled_logprobs_.data();
+  o.top_ids = sampled_top_ids_.data();
+  o.top_logprobs = sampled_top_logprobs_.data();
+  o.status = sampled_status_.data();
+  RETURN_IF_ERROR(kc::Sample(in, o, sampling_workspace_.data(), stream_));
+  std::vector<int32_t> ids(R), status(R), top_ids(static_cast<size_t>(R) * kc::kMaxGpuLogprobs);
+  std::vector<float> logprobs(R), top_lp(static_cast<size_t>(R) * kc::kMaxGpuLogprobs);
+  const bool any_logprobs = std::any_of(rows.begin(), rows.end(), [](const RowSampling& r) { return r.num_logprobs >= 0; });
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ids.data(), o.ids, R * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(status.data(), o.status, R * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+  if (any_logprobs) {
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logprobs.data(), o.logprobs, R * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(top_ids.data(), o.top_ids, top_ids.size() * sizeof(int32_t),
+                                         cudaMemcpyDeviceToHost, stream_));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(top_lp.data(), o.top_logprobs, top_lp.size() * sizeof(float),
+                                         cudaMemcpyDeviceToHost, stream_));
+  }
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  out->sampled.resize(static_cast<size_t>(R));
+  bool host_rows = false;
+  for (int r = 0; r < R; ++r) {
+    SampledRow& s = out->sampled[static_cast<size_t>(r)];
+    s.status = static_cast<SampledRow::Status>(status[r]);
+    s.id = ids[r];
+    host_rows = host_rows || s.status != SampledRow::kDone;
+    const int k = rows[static_cast<size_t>(r)].num_logprobs;
+    if (k >= 0) {
+      s.logprob = logprobs[r];
+      for (int j = 0; j < std::min(k, kc::kMaxGpuLogprobs); ++j) {
+        s.top_logprobs.emplace_back(top_ids[static_cast<size_t>(r) * kc::kMaxGpuLogprobs + j],
+                                    top_lp[static_cast<size_t>(r) * kc::kMaxGpuLogprobs + j]);
+      }
+    }
+  }
+  if (host_rows) {  // rows the device left: their logits for the host sampler
+    out->logits = core::Tensor::Empty({R, V}, core::DType::kF32);
+    for (int r = 0; r < R; ++r) {
+      if (out->sampled[static_cast<size_t>(r)].status == SampledRow::kDone) continue;
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out->logits.data<float>() + static_cast<int64_t>(r) * V,
+                                           logits_.data() + static_cast<int64_t>(r) * V, sizeof(float) * V,
+                                           cudaMemcpyDeviceToHost, stream_));
+    }
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CudaModelRunner::CopySlot(SlotId src, SlotId dst) {

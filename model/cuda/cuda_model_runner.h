@@ -50,6 +50,8 @@ class CudaModelRunner : public ModelRunner {
   ModelCapacity capacity() const override;
   absl::StatusOr<StepOutput> Forward(const StepPlan& plan) override;
   absl::Status CopySlot(SlotId src, SlotId dst) override;
+  bool samples_on_device() const override { return true; }
+  absl::StatusOr<StepOutput> ForwardSampled(const StepPlan& plan, const std::vector<RowSampling>& rows) override;
 
   const Qwen35Config& config() const { return config_; }
   // Bytes a decode step over seqs at `contexts` (tokens already cached per seq) reads.
@@ -97,6 +99,14 @@ class CudaModelRunner : public ModelRunner {
   size_t attention_workspace_bytes_ = 0;
   int64_t device_bytes_ = 0;
 
+  // GPU sampling: per-row parameters and sparse lists (grown as needed; used outside graphs).
+  DeviceBuffer<uint8_t> sampling_rows_;       // [num_slots] kernels::cuda::SamplingRow
+  DeviceBuffer<int32_t> sampling_ints_;       // banned | bias ids | history ids | history counts
+  DeviceBuffer<float> sampling_floats_;       // bias values
+  DeviceBuffer<int32_t> sampled_ids_, sampled_status_, sampled_top_ids_;  // [num_slots], [.., 20]
+  DeviceBuffer<float> sampled_logprobs_, sampled_top_logprobs_;
+  DeviceBuffer<uint8_t> sampling_workspace_;
+
   // Captured decode steps by batch size.
   std::map<int32_t, cudaGraphExec_t> decode_graphs_;
 
@@ -109,6 +119,9 @@ class CudaModelRunner : public ModelRunner {
   absl::Status EnqueueLayers(int num_seqs, int num_tokens, int max_seq_tokens);
   absl::Status EnqueueHead(int num_seqs, int num_tokens, int logit_rows_begin, int logit_rows);
   absl::Status RunLinear(const CudaLinear& linear, const __half* x, int rows, float* y);
+  // The step up to the logits on the device; with `fetch`, logits/hidden/last_hidden come back.
+  absl::StatusOr<StepOutput> Execute(const StepPlan& plan, bool fetch);
+  absl::Status SampleOnDevice(const std::vector<RowSampling>& rows, StepOutput* out);
 };
 
 }  // namespace sparkserve::model::cuda

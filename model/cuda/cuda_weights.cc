@@ -15,14 +15,37 @@ class DeviceBinder {
   DeviceBinder(const Qwen35Config& c, const quant::Checkpoint& ckpt) : c_(c), ckpt_(ckpt) {}
 
   // The linear module `name` (without ".weight"), shape-checked.
-  absl::StatusOr<CudaLinear> Linear(const std::string& name, int64_t out, int64_t in) {
+  absl::StatusOr<const quant::QuantizedLinear*> Module(const std::string& name, int64_t out, int64_t in) {
     const quant::QuantizedLinear* m = ckpt_.FindModule(name);
     if (m == nullptr) return absl::NotFoundError(fmt::format("checkpoint has no linear {}.weight", name));
     if (m->out != out || m->in != in) {
       return absl::InvalidArgumentError(
           fmt::format("parameter {}.weight has shape [{}, {}], the config implies [{}, {}]", name, m->out, m->in, out, in));
     }
+    return m;
+  }
+
+  absl::StatusOr<CudaLinear> Linear(const std::string& name, int64_t out, int64_t in) {
+    ASSIGN_OR_RETURN(const quant::QuantizedLinear* m, Module(name, out, in));
     return CudaLinear::Upload(*m);
+  }
+
+  // Modules `names` (with their [out, in]) fused into `fused` when they can be, else one by one into `separate`.
+  absl::Status FusedOrSeparate(const std::vector<std::pair<std::string, int64_t>>& names, int64_t in,
+                               const std::string& fused_name, CudaLinear* fused, const std::vector<CudaLinear*>& separate) {
+    std::vector<const quant::QuantizedLinear*> parts;
+    for (const auto& [name, out] : names) {
+      ASSIGN_OR_RETURN(const quant::QuantizedLinear* m, Module(name, out, in));
+      parts.push_back(m);
+    }
+    if (CudaLinear::CanFuse(parts)) {
+      ASSIGN_OR_RETURN(*fused, CudaLinear::UploadFused(parts, fused_name));
+      return absl::OkStatus();
+    }
+    for (size_t i = 0; i < parts.size(); ++i) {
+      ASSIGN_OR_RETURN(*separate[i], CudaLinear::Upload(*parts[i]));
+    }
+    return absl::OkStatus();
   }
 
   // A non-linear tensor widened to f32 with `numel` elements, uploaded.
@@ -38,9 +61,8 @@ class DeviceBinder {
   absl::StatusOr<CudaAttentionWeights> Attention(const std::string& p) {
     const int64_t d = c_.hidden_size, hd = c_.head_dim, H = c_.num_attention_heads, KV = c_.num_key_value_heads;
     CudaAttentionWeights w;
-    ASSIGN_OR_RETURN(w.q_proj, Linear(p + "q_proj", H * 2 * hd, d));
-    ASSIGN_OR_RETURN(w.k_proj, Linear(p + "k_proj", KV * hd, d));
-    ASSIGN_OR_RETURN(w.v_proj, Linear(p + "v_proj", KV * hd, d));
+    RETURN_IF_ERROR(FusedOrSeparate({{p + "q_proj", H * 2 * hd}, {p + "k_proj", KV * hd}, {p + "v_proj", KV * hd}}, d,
+                                    p + "qkv_proj", &w.qkv, {&w.q_proj, &w.k_proj, &w.v_proj}));
     ASSIGN_OR_RETURN(w.o_proj, Linear(p + "o_proj", d, H * hd));
     ASSIGN_OR_RETURN(w.q_norm, Vector(p + "q_norm.weight", hd));
     ASSIGN_OR_RETURN(w.k_norm, Vector(p + "k_norm.weight", hd));
@@ -52,10 +74,10 @@ class DeviceBinder {
     const int64_t NK = c_.linear_num_key_heads, NV = c_.linear_num_value_heads, K = c_.linear_conv_kernel_dim;
     const int64_t C = 2 * NK * dk + NV * dv;
     CudaGdnWeights w;
-    ASSIGN_OR_RETURN(w.in_proj_qkv, Linear(p + "in_proj_qkv", C, d));
-    ASSIGN_OR_RETURN(w.in_proj_z, Linear(p + "in_proj_z", NV * dv, d));
-    ASSIGN_OR_RETURN(w.in_proj_a, Linear(p + "in_proj_a", NV, d));
-    ASSIGN_OR_RETURN(w.in_proj_b, Linear(p + "in_proj_b", NV, d));
+    RETURN_IF_ERROR(FusedOrSeparate({{p + "in_proj_qkv", C}, {p + "in_proj_z", NV * dv}}, d, p + "in_proj_qkvz",
+                                    &w.qkvz, {&w.in_proj_qkv, &w.in_proj_z}));
+    RETURN_IF_ERROR(
+        FusedOrSeparate({{p + "in_proj_a", NV}, {p + "in_proj_b", NV}}, d, p + "in_proj_ab", &w.ab, {&w.in_proj_a, &w.in_proj_b}));
     ASSIGN_OR_RETURN(w.out_proj, Linear(p + "out_proj", d, NV * dv));
     ASSIGN_OR_RETURN(w.conv1d, Vector(p + "conv1d.weight", C * K));
     ASSIGN_OR_RETURN(w.a_log, Vector(p + "A_log", NV));
@@ -67,8 +89,8 @@ class DeviceBinder {
   absl::StatusOr<CudaMlpWeights> Mlp(const std::string& p) {
     const int64_t d = c_.hidden_size, F = c_.intermediate_size;
     CudaMlpWeights w;
-    ASSIGN_OR_RETURN(w.gate_proj, Linear(p + "gate_proj", F, d));
-    ASSIGN_OR_RETURN(w.up_proj, Linear(p + "up_proj", F, d));
+    RETURN_IF_ERROR(FusedOrSeparate({{p + "gate_proj", F}, {p + "up_proj", F}}, d, p + "gate_up_proj", &w.gate_up,
+                                    {&w.gate_proj, &w.up_proj}));
     ASSIGN_OR_RETURN(w.down_proj, Linear(p + "down_proj", d, F));
     return w;
   }
@@ -139,17 +161,20 @@ absl::StatusOr<CudaModelWeights> CudaModelWeights::Load(const Qwen35Config& c, c
 
 int64_t CudaModelWeights::decode_weight_bytes() const {
   int64_t n = lm_head.weight_bytes() + static_cast<int64_t>(final_norm.bytes());
+  auto add = [&](std::initializer_list<const CudaLinear*> linears) {
+    for (const CudaLinear* l : linears) n += l->weight_bytes();  // absent ones hold 0 bytes
+  };
   for (const CudaLayerWeights& l : layers) {
     n += static_cast<int64_t>(l.input_layernorm.bytes() + l.post_attention_layernorm.bytes());
     if (l.type == LayerType::kFullAttention) {
-      n += l.attn.q_proj.weight_bytes() + l.attn.k_proj.weight_bytes() + l.attn.v_proj.weight_bytes() +
-           l.attn.o_proj.weight_bytes() + static_cast<int64_t>(l.attn.q_norm.bytes() + l.attn.k_norm.bytes());
+      add({&l.attn.qkv, &l.attn.q_proj, &l.attn.k_proj, &l.attn.v_proj, &l.attn.o_proj});
+      n += static_cast<int64_t>(l.attn.q_norm.bytes() + l.attn.k_norm.bytes());
     } else {
-      n += l.gdn.in_proj_qkv.weight_bytes() + l.gdn.in_proj_z.weight_bytes() + l.gdn.in_proj_a.weight_bytes() +
-           l.gdn.in_proj_b.weight_bytes() + l.gdn.out_proj.weight_bytes() +
-           static_cast<int64_t>(l.gdn.conv1d.bytes() + l.gdn.a_log.bytes() + l.gdn.dt_bias.bytes() + l.gdn.norm.bytes());
+      add({&l.gdn.qkvz, &l.gdn.in_proj_qkv, &l.gdn.in_proj_z, &l.gdn.ab, &l.gdn.in_proj_a, &l.gdn.in_proj_b,
+           &l.gdn.out_proj});
+      n += static_cast<int64_t>(l.gdn.conv1d.bytes() + l.gdn.a_log.bytes() + l.gdn.dt_bias.bytes() + l.gdn.norm.bytes());
     }
-    n += l.mlp.gate_proj.weight_bytes() + l.mlp.up_proj.weight_bytes() + l.mlp.down_proj.weight_bytes();
+    add({&l.mlp.gate_up, &l.mlp.gate_proj, &l.mlp.up_proj, &l.mlp.down_proj});
   }
   return n;
 }

@@ -15,7 +15,10 @@
 
 namespace sparkserve::model::cuda {
 
+// Linears that read the same input are fused along `out` when they share a weight form (the
+// `fused` member, out() > 0); otherwise the separate members hold them.
 struct CudaAttentionWeights {
+  CudaLinear qkv;                  // [h * 2 * head_dim + 2 * kv * head_dim, d]: q_proj | k_proj | v_proj
   CudaLinear q_proj;               // [h * 2 * head_dim, d]: per head q rows then gate rows
   CudaLinear k_proj, v_proj;       // [kv * head_dim, d]
   CudaLinear o_proj;               // [d, h * head_dim]
@@ -23,8 +26,10 @@ struct CudaAttentionWeights {
 };
 
 struct CudaGdnWeights {
+  CudaLinear qkvz;                 // [2 * nk * dk + 2 * nv * dv, d]: in_proj_qkv | in_proj_z
   CudaLinear in_proj_qkv;          // [2 * nk * dk + nv * dv, d]
   CudaLinear in_proj_z;            // [nv * dv, d]
+  CudaLinear ab;                   // [2 * nv, d]: in_proj_a | in_proj_b
   CudaLinear in_proj_a, in_proj_b;  // [nv, d]
   CudaLinear out_proj;             // [d, nv * dv]
   DeviceBuffer<float> conv1d;      // [2 * nk * dk + nv * dv, kernel]
@@ -33,6 +38,7 @@ struct CudaGdnWeights {
 };
 
 struct CudaMlpWeights {
+  CudaLinear gate_up;              // [2 * f, d]: gate_proj | up_proj
   CudaLinear gate_proj, up_proj;   // [f, d]
   CudaLinear down_proj;            // [d, f]
 };
