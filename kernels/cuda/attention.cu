@@ -226,7 +226,7 @@ __device__ __forceinline__ void OnlineSoftmaxStep(const float (&q)[G][8], const 
 // the warp's state for its dims.
 template <int L, int G>
 __device__ __forceinline__ void MergeKeyGroups(float (&m)[G], float (&l)[G], float (&acc)[G][8]) {
-#pragma unroll
+#pragma unroll 1
   for (int off = L; off < 32; off *= 2) {
 #pragma unroll
     for (int i = 0; i < G; ++i) {
