@@ -1,0 +1,123 @@
+// Gated full attention: argument checks and workspace sizing around the kernels of attention.cu.
+#include "kernels/cuda/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "core/status.h"
+#include "fmt/format.h"
+#include "kernels/cuda/attention_kernels.h"
+#include "kernels/cuda/cuda_status.h"
+
+namespace sparkserve::kernels::cuda {
+namespace {
+
+absl::Status Invalid(const std::string& what) { return absl::InvalidArgumentError(what); }
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+absl::Status CheckPool(const char* op, const KvPoolDevice& kv) {
+  if (kv.k == nullptr || kv.v == nullptr) return Invalid(fmt::format("{}: KV pool pointers are null", op));
+  if (kv.num_pages < 1 || kv.page_size < 1 || kv.kv_heads < 1) {
+    return Invalid(fmt::format("{}: KV pool needs num_pages, page_size and kv_heads >= 1 (got {}, {}, {})", op,
+                               kv.num_pages, kv.page_size, kv.kv_heads));
+  }
+  if (kv.head_dim < 1 || kv.head_dim > kAttnMaxHeadDim) {
+    return Invalid(fmt::format("{}: head_dim {} outside [1, {}]", op, kv.head_dim, kAttnMaxHeadDim));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckBatch(const char* op, const RaggedBatchDevice& b) {
+  if (b.num_seqs < 1) return Invalid(fmt::format("{}: batch of {} tokens has {} seqs", op, b.num_tokens, b.num_seqs));
+  if (b.token_begin == nullptr || b.token_seq == nullptr || b.positions == nullptr || b.page_table == nullptr) {
+    return Invalid(fmt::format("{}: batch token_begin/token_seq/positions/page_table must be set", op));
+  }
+  if (b.pages_stride < 1) return Invalid(fmt::format("{}: page table stride {} < 1", op, b.pages_stride));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status QkNormRopeKvWrite(const QkvInput& in, const float* q_norm, const float* k_norm, float eps, int heads,
+                               int rot_dim, float rope_theta, const RaggedBatchDevice& batch, const KvPoolDevice& kv,
+                               float* q_out, cudaStream_t stream) {
+  constexpr const char* kOp = "QkNormRopeKvWrite";
+  if (batch.num_tokens < 0) return Invalid(fmt::format("{}: num_tokens {} < 0", kOp, batch.num_tokens));
+  if (batch.num_tokens == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckPool(kOp, kv));
+  RETURN_IF_ERROR(CheckBatch(kOp, batch));
+  const int hd = kv.head_dim;
+  if (heads < 1) return Invalid(fmt::format("{}: heads {} < 1", kOp, heads));
+  if (in.q == nullptr || in.k == nullptr || in.v == nullptr || q_norm == nullptr || k_norm == nullptr ||
+      q_out == nullptr) {
+    return Invalid(fmt::format("{}: q/k/v, q_norm/k_norm and q_out must be set", kOp));
+  }
+  if (in.q_head_stride < hd || in.q_row_stride < (heads - 1) * in.q_head_stride + hd) {
+    return Invalid(fmt::format("{}: q strides (row {}, head {}) overlap for {} heads of {}", kOp, in.q_row_stride,
+                               in.q_head_stride, heads, hd));
+  }
+  if (in.k_row_stride < kv.kv_heads * hd || in.v_row_stride < kv.kv_heads * hd) {
+    return Invalid(fmt::format("{}: k/v row strides ({}, {}) shorter than {} kv heads of {}", kOp, in.k_row_stride,
+                               in.v_row_stride, kv.kv_heads, hd));
+  }
+  if (rot_dim < 0 || rot_dim > hd || rot_dim % 2 != 0) {
+    return Invalid(fmt::format("{}: rot_dim {} must be even and in [0, head_dim {}]", kOp, rot_dim, hd));
+  }
+  if (rot_dim > 0 && !(rope_theta > 0.0f && std::isfinite(rope_theta))) {
+    return Invalid(fmt::format("{}: rope_theta {} must be positive", kOp, rope_theta));
+  }
+  if (!(eps >= 0.0f && std::isfinite(eps))) return Invalid(fmt::format("{}: eps {} must be >= 0", kOp, eps));
+  return CudaStatus(
+      LaunchQkNormRopeKvWrite(in, q_norm, k_norm, eps, heads, rot_dim, rope_theta, batch, kv, q_out, stream), kOp);
+}
+
+size_t PagedAttentionWorkspaceBytes(int num_tokens, int heads, int head_dim) {
+  // Enough for every step of up to num_tokens tokens (the split count falls as tokens grow, so the
+  // largest need is not always at num_tokens).
+  size_t most = 0;
+  for (int t = 1; t <= num_tokens; ++t) {
+    const int splits = AttentionSplits(t);
+    if (splits <= 1) break;
+    most = std::max(most, AttentionPartialFloats(splits, t, heads, head_dim));
+  }
+  return most * sizeof(float);
+}
+
+absl::Status PagedAttention(const float* q, int heads, float scale, const KvPoolDevice& kv,
+                            const RaggedBatchDevice& batch, const float* gate, int gate_row_stride,
+                            int gate_head_stride, __half* out, void* workspace, cudaStream_t stream) {
+  constexpr const char* kOp = "PagedAttention";
+  if (batch.num_tokens < 0) return Invalid(fmt::format("{}: num_tokens {} < 0", kOp, batch.num_tokens));
+  if (batch.num_tokens == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckPool(kOp, kv));
+  RETURN_IF_ERROR(CheckBatch(kOp, batch));
+  const int hd = kv.head_dim;
+  if (hd % 8 != 0) return Invalid(fmt::format("{}: head_dim {} must be a multiple of 8 (16-byte K/V rows)", kOp, hd));
+  if (heads < 1 || heads % kv.kv_heads != 0) {
+    return Invalid(fmt::format("{}: heads {} must be a positive multiple of kv_heads {}", kOp, heads, kv.kv_heads));
+  }
+  if (q == nullptr || gate == nullptr || out == nullptr) return Invalid(fmt::format("{}: q, gate and out must be set", kOp));
+  if (!Aligned16(q) || !Aligned16(kv.k) || !Aligned16(kv.v)) {
+    return Invalid(fmt::format("{}: q and the K/V pools must be 16-byte aligned", kOp));
+  }
+  if (gate_head_stride < hd || gate_row_stride < (heads - 1) * gate_head_stride + hd) {
+    return Invalid(fmt::format("{}: gate strides (row {}, head {}) overlap for {} heads of {}", kOp, gate_row_stride,
+                               gate_head_stride, heads, hd));
+  }
+  if (!std::isfinite(scale)) return Invalid(fmt::format("{}: scale {} is not finite", kOp, scale));
+  if (AttentionSplits(batch.num_tokens) > 1 && workspace == nullptr) {
+    return Invalid(fmt::format("{}: a step of {} tokens needs a workspace of {} bytes", kOp, batch.num_tokens,
+                               PagedAttentionWorkspaceBytes(batch.num_tokens, heads, hd)));
+  }
+  const int group = heads / kv.kv_heads;
+  if (static_cast<int64_t>(kv.kv_heads) * ((group + 3) / 4) > 65535) {
+    return Invalid(fmt::format("{}: too many heads ({} kv heads x group {})", kOp, kv.kv_heads, group));
+  }
+  return CudaStatus(LaunchPagedAttention(q, heads, scale, kv, batch, gate, gate_row_stride, gate_head_stride, out,
+                                         static_cast<float*>(workspace), stream),
+                    kOp);
+}
+
+}  // namespace sparkserve::kernels::cuda

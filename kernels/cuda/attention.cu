@@ -1,0 +1,594 @@
+// Gated full attention kernels over the paged bf16 KV cache: the fused q/k norm + partial RoPE +
+// KV write (one block per token), and split-K paged attention with a combine that applies the
+// sigmoid gate.
+//
+// PagedAttention lane layout: a key is read by L lanes (L = head_dim / 8 rounded up to a power of
+// two), each holding 8 dims (one 16-byte bf16 load of K and of V); a warp so holds 32 / L "key
+// groups" that walk different keys. A block handles one kv head and up to G of its query heads, so
+// every K/V byte it reads serves the whole GQA group, over one split of the context:
+//   - per-token path (seqs with <= kPerTokenMaxTokens tokens this step: decode, MTP verify): one
+//     query token, all 8 warps split the keys, loading K/V straight from global memory; the warps'
+//     softmax states merge through shared memory at the end;
+//   - tile path (longer prefill chunks): 8 consecutive tokens of a seq, one warp each; K/V tiles of
+//     KT keys are staged in shared memory once for the 8 warps (causal mask per warp).
+// Scores live in log2 units (q is pre-scaled by scale * log2 e) and softmax runs online per chunk
+// of 4 keys a key group. With more than one split each block writes its unnormalised state
+// (acc, m, l) to the workspace and CombineSplitsKernel merges the splits; with one split the
+// attention kernel normalises, gates and writes f16 itself.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/attention_kernels.h"
+
+namespace sparkserve::kernels::cuda {
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr float kLog2e = 1.4426950408889634f;
+
+// ---------------------------------------------------------------------------------------------
+// QkNormRopeKvWrite
+
+constexpr int kWriteThreads = 256;
+
+__device__ __forceinline__ float WarpSum(float x) {
+#pragma unroll
+  for (int off = 16; off >= 1; off /= 2) x += __shfl_xor_sync(kFullMask, x, off);
+  return x;
+}
+
+// One block per token. Rows of the token: [0, heads) q heads, [heads, heads + kvh) k heads,
+// [heads + kvh, heads + 2 kvh) v heads; warp w takes rows w, w + warps, ... Shared memory:
+// cos [rot_dim / 2], sin [rot_dim / 2], then one row buffer [head_dim] a warp.
+__global__ void __launch_bounds__(kWriteThreads)
+    QkNormRopeKvWriteKernel(QkvInput in, const float* __restrict__ q_norm, const float* __restrict__ k_norm,
+                            float eps, int heads, int rot_dim, float rope_theta, RaggedBatchDevice batch,
+                            KvPoolDevice kv, float* __restrict__ q_out) {
+  extern __shared__ float write_smem[];
+  const int t = blockIdx.x;
+  const int hd = kv.head_dim, half = rot_dim / 2;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  float* cos_t = write_smem;
+  float* sin_t = write_smem + half;
+  float* row = write_smem + 2 * half + warp * hd;
+  const int pos = batch.positions[t];
+
+  // Angles as the fp32 reference computes them (inv_freq rounded to fp32, times the fp32
+  // position), then an accurate sin/cos of that fp32 angle: --use_fast_math would turn sinf/cosf
+  // into the approximate units, which are wrong for angles of thousands of radians.
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    const float inv_freq =
+        static_cast<float>(1.0 / pow(static_cast<double>(rope_theta), static_cast<double>(2 * i) / rot_dim));
+    const float angle = static_cast<float>(pos) * inv_freq;
+    double s, c;
+    sincos(static_cast<double>(angle), &s, &c);
+    cos_t[i] = static_cast<float>(c);
+    sin_t[i] = static_cast<float>(s);
+  }
+  __syncthreads();
+
+  const int seq = batch.token_seq[t];
+  const int page = batch.page_table[static_cast<size_t>(seq) * batch.pages_stride + pos / kv.page_size];
+  const bool page_ok = page >= 0 && page < kv.num_pages;  // the host validates tables; never write outside
+  const size_t kv_row = (static_cast<size_t>(page) * kv.page_size + pos % kv.page_size) * kv.kv_heads * hd;
+
+  const int rows = heads + 2 * kv.kv_heads;
+  for (int r = warp; r < rows; r += warps) {  // r is warp-uniform
+    if (r >= heads + kv.kv_heads) {  // v head: bf16 copy
+      if (!page_ok) continue;
+      const int g = r - heads - kv.kv_heads;
+      const float* src = in.v + static_cast<size_t>(t) * in.v_row_stride + static_cast<size_t>(g) * hd;
+      __nv_bfloat16* dst = kv.v + kv_row + static_cast<size_t>(g) * hd;
+      for (int i = lane; i < hd; i += 32) dst[i] = __float2bfloat16_rn(src[i]);
+      continue;
+    }
+    const bool is_q = r < heads;
+    if (!is_q && !page_ok) continue;
+    const float* src = is_q ? in.q + static_cast<size_t>(t) * in.q_row_stride + static_cast<size_t>(r) * in.q_head_stride
+                            : in.k + static_cast<size_t>(t) * in.k_row_stride + static_cast<size_t>(r - heads) * hd;
+    const float* w = is_q ? q_norm : k_norm;
+    float ss = 0.f;
+    for (int i = lane; i < hd; i += 32) {
+      const float x = src[i];
+      row[i] = x;
+      ss += x * x;
+    }
+    const float inv = 1.0f / sqrtf(WarpSum(ss) / static_cast<float>(hd) + eps);
+    for (int i = lane; i < hd; i += 32) row[i] = (row[i] * inv) * (1.0f + w[i]);  // own elements only
+    __syncwarp();  // RoPE reads partners written by other lanes
+    for (int i = lane; i < hd; i += 32) {
+      float y = row[i];
+      if (i < half) {
+        y = row[i] * cos_t[i] - row[i + half] * sin_t[i];
+      } else if (i < rot_dim) {
+        const int j = i - half;
+        y = row[i] * cos_t[j] + row[j] * sin_t[j];
+      }
+      if (is_q) {
+        q_out[(static_cast<size_t>(t) * heads + r) * hd + i] = y;
+      } else {
+        kv.k[kv_row + static_cast<size_t>(r - heads) * hd + i] = __float2bfloat16_rn(y);
+      }
+    }
+    __syncwarp();  // the next row overwrites the buffer
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// PagedAttention
+
+constexpr int kAttnWarps = 8;
+constexpr int kAttnThreads = kAttnWarps * 32;
+constexpr int kChunk = 4;               // keys a key group takes per online-softmax step
+constexpr int kPerTokenMaxTokens = 4;   // seqs with at most this many tokens take the per-token path
+
+struct AttnParams {
+  const float* q;  // [T, heads, hd]
+  int heads, group, head_groups;  // group = heads / kv_heads; head_groups blocks per kv head
+  float scale_log2;               // scale * log2(e)
+  KvPoolDevice kv;
+  RaggedBatchDevice batch;
+  const float* gate;
+  int gate_row_stride, gate_head_stride;
+  __half* out;      // [T, heads * hd]
+  float* ws_acc;    // [splits, T, heads, hd]
+  float* ws_m;      // [splits, T, heads]
+  float* ws_l;      // [splits, T, heads]
+  int num_splits;
+};
+
+__device__ __forceinline__ void Bf16x8ToF32(const uint4& u, float f[8]) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    f[2 * j] = __uint_as_float(w[j] << 16);
+    f[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+  }
+}
+
+__device__ __forceinline__ uint4 LoadStreaming(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// Element offset of (position `pos`, kv head 0) in a K/V pool, through the seq's page-table row.
+__device__ __forceinline__ size_t KvRowOffset(const KvPoolDevice& kv, const int32_t* pages, int pos) {
+  const int page = pages[pos / kv.page_size];
+  return (static_cast<size_t>(page) * kv.page_size + pos % kv.page_size) * kv.kv_heads * kv.head_dim;
+}
+
+// One online-softmax step of a key group over kChunk keys (k/v: this lane's 8 dims of each key,
+// zero when absent; valid[c]: key c takes part). Scores are summed over the L lanes of the group
+// with xor shuffles, so every lane of the group holds them (and the same m, l). All 32 lanes of the
+// warp must call this together.
+template <int L, int G>
+__device__ __forceinline__ void OnlineSoftmaxStep(const float (&q)[G][8], const uint4 (&k)[kChunk],
+                                                  const uint4 (&v)[kChunk], const bool (&valid)[kChunk],
+                                                  float (&m)[G], float (&l)[G], float (&acc)[G][8]) {
+  float s[kChunk][G];
+#pragma unroll
+  for (int c = 0; c < kChunk; ++c) {
+    float kf[8];
+    Bf16x8ToF32(k[c], kf);
+#pragma unroll
+    for (int i = 0; i < G; ++i) {
+      float d = 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) d += q[i][j] * kf[j];
+      s[c][i] = d;
+    }
+  }
+#pragma unroll
+  for (int off = L / 2; off >= 1; off /= 2) {
+#pragma unroll
+    for (int c = 0; c < kChunk; ++c) {
+#pragma unroll
+      for (int i = 0; i < G; ++i) s[c][i] += __shfl_xor_sync(kFullMask, s[c][i], off);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < G; ++i) {
+    float mx = m[i];
+#pragma unroll
+    for (int c = 0; c < kChunk; ++c) {
+      if (!valid[c]) s[c][i] = -INFINITY;
+      mx = fmaxf(mx, s[c][i]);
+    }
+    const float base = mx == -INFINITY ? 0.f : mx;  // nothing seen yet: keep everything at 0
+    const float alpha = exp2f(m[i] - base);
+    l[i] *= alpha;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[i][j] *= alpha;
+    m[i] = mx;
+  }
+#pragma unroll
+  for (int c = 0; c < kChunk; ++c) {
+    float vf[8];
+    Bf16x8ToF32(v[c], vf);
+#pragma unroll
+    for (int i = 0; i < G; ++i) {
+      const float p = exp2f(s[c][i] - (m[i] == -INFINITY ? 0.f : m[i]));
+      l[i] += p;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[i][j] += p * vf[j];
+    }
+  }
+}
+
+// Merges the key groups of a warp (lanes L apart hold the same dims): afterwards every lane holds
+// the warp's state for its dims.
+template <int L, int G>
+__device__ __forceinline__ void MergeKeyGroups(float (&m)[G], float (&l)[G], float (&acc)[G][8]) {
+#pragma unroll 1
+  for (int off = L; off < 32; off *= 2) {
+#pragma unroll
+    for (int i = 0; i < G; ++i) {
+      const float om = __shfl_xor_sync(kFullMask, m[i], off);
+      const float ol = __shfl_xor_sync(kFullMask, l[i], off);
+      float oacc[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) oacc[j] = __shfl_xor_sync(kFullMask, acc[i][j], off);
+      const float mx = fmaxf(m[i], om);
+      const float base = mx == -INFINITY ? 0.f : mx;
+      const float fa = exp2f(m[i] - base), fb = exp2f(om - base);
+      l[i] = l[i] * fa + ol * fb;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[i][j] = acc[i][j] * fa + oacc[j] * fb;
+      m[i] = mx;
+    }
+  }
+}
+
+// out[t, h, d] = acc / l * sigmoid(gate[t, h, d]) as f16.
+__device__ __forceinline__ void StoreGated(const AttnParams& p, int t, int h, int d, float acc, float l) {
+  const float g = p.gate[static_cast<size_t>(t) * p.gate_row_stride + static_cast<size_t>(h) * p.gate_head_stride + d];
+  const float y = (acc / l) / (1.0f + __expf(-g));
+  p.out[(static_cast<size_t>(t) * p.heads + h) * p.kv.head_dim + d] = __float2half_rn(y);
+}
+
+// One element of a block's result for (token t, query head h, dim d) with the softmax state (m, l):
+// the gated output when the context is not split, else this split's partial.
+__device__ __forceinline__ void EmitElement(const AttnParams& p, int split, int t, int h, int d, float acc, float m,
+                                            float l) {
+  if (p.num_splits == 1) {
+    StoreGated(p, t, h, d, acc, l);
+    return;
+  }
+  const size_t row = (static_cast<size_t>(split) * p.batch.num_tokens + t) * p.heads + h;
+  p.ws_acc[row * p.kv.head_dim + d] = acc;
+  if (d == 0) {
+    p.ws_m[row] = m;
+    p.ws_l[row] = l;
+  }
+}
+
+// Keys [a, b) of this split for a query whose context is [0, ctx): splits take whole multiples of
+// the block's key step so no split starts mid-step.
+__device__ __forceinline__ void SplitRange(int ctx, int split, int num_splits, int step, int& a, int& b) {
+  const int per = (ctx + num_splits - 1) / num_splits;
+  const int chunk = (per + step - 1) / step * step;
+  a = split * chunk;
+  b = min(ctx, a + chunk);
+}
+
+// Loads this lane's 8 dims of query heads [h0, h0 + ng) of token t, pre-scaled; zero elsewhere.
+template <int G>
+__device__ __forceinline__ void LoadQuery(const AttnParams& p, int t, int h0, int ng, int d0, bool dim_ok,
+                                          float (&q)[G][8]) {
+#pragma unroll
+  for (int i = 0; i < G; ++i) {
+    if (dim_ok && i < ng) {
+      const float4* src = reinterpret_cast<const float4*>(
+          p.q + (static_cast<size_t>(t) * p.heads + h0 + i) * p.kv.head_dim + d0);
+      const float4 x0 = src[0], x1 = src[1];
+      q[i][0] = x0.x * p.scale_log2;
+      q[i][1] = x0.y * p.scale_log2;
+      q[i][2] = x0.z * p.scale_log2;
+      q[i][3] = x0.w * p.scale_log2;
+      q[i][4] = x1.x * p.scale_log2;
+      q[i][5] = x1.y * p.scale_log2;
+      q[i][6] = x1.z * p.scale_log2;
+      q[i][7] = x1.w * p.scale_log2;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) q[i][j] = 0.f;
+    }
+  }
+}
+
+// Per-token path: token t, all warps over this split's keys from global memory, merged in shared
+// memory (smem: m [warps][G], l [warps][G], acc [warps][G][hd]).
+template <int L, int G>
+__device__ __forceinline__ void AttendOneToken(const AttnParams& p, int t, int seq, int g, int h0, int ng,
+                                               float* smem) {
+  constexpr int kGroups = 32 / L;                             // key groups a warp
+  constexpr int kWarpStep = kGroups * kChunk;                 // keys a warp takes per step
+  constexpr int kBlockStep = kAttnWarps * kWarpStep;          // keys the block takes per step
+  const int hd = p.kv.head_dim;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int kg = lane / L, d0 = (lane % L) * 8;
+  const bool dim_ok = d0 < hd;
+  const int ctx = p.batch.positions[t] + 1;
+  int a, b;
+  SplitRange(ctx, blockIdx.z, p.num_splits, kBlockStep, a, b);
+
+  float q[G][8], m[G], l[G], acc[G][8];
+  LoadQuery<G>(p, t, h0, ng, d0, dim_ok, q);
+#pragma unroll
+  for (int i = 0; i < G; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
+  }
+  const int32_t* pages = p.batch.page_table + static_cast<size_t>(seq) * p.batch.pages_stride;
+  const size_t head_off = static_cast<size_t>(g) * hd + d0;
+  for (int wb = a + warp * kWarpStep; wb < b; wb += kBlockStep) {  // warp-uniform trip count
+    uint4 k[kChunk], v[kChunk];
+    bool valid[kChunk];
+#pragma unroll
+    for (int c = 0; c < kChunk; ++c) {
+      const int pos = wb + kg * kChunk + c;
+      valid[c] = pos < b;
+      if (valid[c] && dim_ok) {
+        const size_t off = KvRowOffset(p.kv, pages, pos) + head_off;
+        k[c] = LoadStreaming(p.kv.k + off);
+        v[c] = LoadStreaming(p.kv.v + off);
+      } else {
+        k[c] = make_uint4(0, 0, 0, 0);
+        v[c] = make_uint4(0, 0, 0, 0);
+      }
+    }
+    OnlineSoftmaxStep<L, G>(q, k, v, valid, m, l, acc);
+  }
+  MergeKeyGroups<L, G>(m, l, acc);
+
+  float* sm_m = smem;                        // [warps][G]
+  float* sm_l = sm_m + kAttnWarps * G;       // [warps][G]
+  float* sm_acc = sm_l + kAttnWarps * G;     // [warps][G][hd]
+  if (lane < L && dim_ok) {
+#pragma unroll
+    for (int i = 0; i < G; ++i) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) sm_acc[(warp * G + i) * hd + d0 + j] = acc[i][j];
+    }
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int i = 0; i < G; ++i) {
+      sm_m[warp * G + i] = m[i];
+      sm_l[warp * G + i] = l[i];
+    }
+  }
+  __syncthreads();
+  for (int item = threadIdx.x; item < ng * hd; item += blockDim.x) {
+    const int i = item / hd, d = item % hd;
+    float mx = -INFINITY;
+    for (int w = 0; w < kAttnWarps; ++w) mx = fmaxf(mx, sm_m[w * G + i]);
+    const float base = mx == -INFINITY ? 0.f : mx;
+    float lsum = 0.f, asum = 0.f;
+    for (int w = 0; w < kAttnWarps; ++w) {
+      const float f = exp2f(sm_m[w * G + i] - base);
+      lsum += sm_l[w * G + i] * f;
+      asum += sm_acc[(w * G + i) * hd + d] * f;
+    }
+    EmitElement(p, blockIdx.z, t, h0 + i, d, asum, mx, lsum);
+  }
+}
+
+// Tile path: tokens [t0, t0 + nq) of one seq (nq <= warps), warp w for token t0 + w; K/V tiles of
+// kTileKeys keys staged in shared memory (smem: K [kTileKeys][hd] then V, bf16).
+template <int L, int G>
+__device__ __forceinline__ void AttendTokenTile(const AttnParams& p, int t0, int nq, int seq, int g, int h0, int ng,
+                                                uint4* smem) {
+  constexpr int kGroups = 32 / L;
+  constexpr int kWarpStep = kGroups * kChunk;
+  constexpr int kTileKeys = kAttnWarps * kWarpStep;  // 1024 / L: 32 KiB of K + V at most
+  const int hd = p.kv.head_dim;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int kg = lane / L, d0 = (lane % L) * 8;
+  const bool dim_ok = d0 < hd;
+  const bool active = warp < nq;
+  const int qpos = active ? p.batch.positions[t0 + warp] : -1;
+  const int ctx = p.batch.positions[t0 + nq - 1] + 1;
+  int a, b;
+  SplitRange(ctx, blockIdx.z, p.num_splits, kTileKeys, a, b);
+
+  float q[G][8], m[G], l[G], acc[G][8];
+  LoadQuery<G>(p, active ? t0 + warp : t0, h0, active ? ng : 0, d0, dim_ok, q);
+#pragma unroll
+  for (int i = 0; i < G; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
+  }
+  const int32_t* pages = p.batch.page_table + static_cast<size_t>(seq) * p.batch.pages_stride;
+  const int vecs = hd / 8;  // 16-byte vectors a key row
+  __nv_bfloat16* sk = reinterpret_cast<__nv_bfloat16*>(smem);
+  __nv_bfloat16* sv = sk + kTileKeys * hd;
+  for (int kb = a; kb < b; kb += kTileKeys) {  // block-uniform
+    for (int x = threadIdx.x; x < kTileKeys * vecs; x += blockDim.x) {
+      const int j = x / vecs, c = x % vecs;
+      uint4 kx = make_uint4(0, 0, 0, 0), vx = make_uint4(0, 0, 0, 0);
+      if (kb + j < b) {
+        const size_t off = KvRowOffset(p.kv, pages, kb + j) + static_cast<size_t>(g) * hd + c * 8;
+        kx = __ldg(reinterpret_cast<const uint4*>(p.kv.k + off));
+        vx = __ldg(reinterpret_cast<const uint4*>(p.kv.v + off));
+      }
+      *reinterpret_cast<uint4*>(sk + j * hd + c * 8) = kx;
+      *reinterpret_cast<uint4*>(sv + j * hd + c * 8) = vx;
+    }
+    __syncthreads();
+    // Warp-uniform bounds: the warp stops at its own query position (causal) and at b.
+    for (int wb = 0; wb < kTileKeys && kb + wb < b && kb + wb <= qpos; wb += kWarpStep) {
+      uint4 k[kChunk], v[kChunk];
+      bool valid[kChunk];
+#pragma unroll
+      for (int c = 0; c < kChunk; ++c) {
+        const int j = wb + kg * kChunk + c;  // < kTileKeys
+        valid[c] = kb + j < b && kb + j <= qpos;
+        if (dim_ok) {
+          k[c] = *reinterpret_cast<const uint4*>(sk + j * hd + d0);
+          v[c] = *reinterpret_cast<const uint4*>(sv + j * hd + d0);
+        } else {
+          k[c] = make_uint4(0, 0, 0, 0);
+          v[c] = make_uint4(0, 0, 0, 0);
+        }
+      }
+      OnlineSoftmaxStep<L, G>(q, k, v, valid, m, l, acc);
+    }
+    __syncthreads();  // the next tile overwrites sk/sv
+  }
+  MergeKeyGroups<L, G>(m, l, acc);
+  if (active && lane < L && dim_ok) {
+#pragma unroll
+    for (int i = 0; i < G; ++i) {
+      if (i >= ng) break;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) EmitElement(p, blockIdx.z, t0 + warp, h0 + i, d0 + j, acc[i][j], m[i], l[i]);
+    }
+  }
+}
+
+// grid (T, kv_heads * head_groups, splits), kAttnThreads threads. Block x = token t: the per-token
+// path when t's seq has few tokens this step, else the tile path when t starts a tile of 8 tokens
+// of its seq (other blocks return at once).
+template <int L, int G>
+__global__ void __launch_bounds__(kAttnThreads, 2) PagedAttentionKernel(AttnParams p) {
+  extern __shared__ uint4 attn_smem[];
+  const int t = blockIdx.x;
+  const int g = blockIdx.y / p.head_groups, hg = blockIdx.y % p.head_groups;
+  const int h0 = g * p.group + hg * G;
+  const int ng = min(G, p.group - hg * G);
+  const int seq = p.batch.token_seq[t];
+  const int tb = p.batch.token_begin[seq], n = p.batch.token_begin[seq + 1] - tb;
+  if (n <= kPerTokenMaxTokens) {
+    AttendOneToken<L, G>(p, t, seq, g, h0, ng, reinterpret_cast<float*>(attn_smem));
+  } else if ((t - tb) % kAttnWarps == 0) {
+    AttendTokenTile<L, G>(p, t, min(kAttnWarps, tb + n - t), seq, g, h0, ng, attn_smem);
+  }
+}
+
+// grid (T, heads): out[t, h, :] = merge of the splits' partials, normalised and gated.
+__global__ void CombineSplitsKernel(AttnParams p) {
+  const int t = blockIdx.x, h = blockIdx.y, hd = p.kv.head_dim;
+  const size_t split_stride = static_cast<size_t>(p.batch.num_tokens) * p.heads;
+  const size_t row = static_cast<size_t>(t) * p.heads + h;
+  float mx = -INFINITY;
+  for (int s = 0; s < p.num_splits; ++s) mx = fmaxf(mx, p.ws_m[s * split_stride + row]);
+  const float base = mx == -INFINITY ? 0.f : mx;
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    float lsum = 0.f, asum = 0.f;
+    for (int s = 0; s < p.num_splits; ++s) {
+      const float ms = p.ws_m[s * split_stride + row];
+      if (ms == -INFINITY) continue;  // a split with no keys of this token
+      const float f = exp2f(ms - base);
+      lsum += p.ws_l[s * split_stride + row] * f;
+      asum += p.ws_acc[(s * split_stride + row) * hd + d] * f;
+    }
+    StoreGated(p, t, h, d, asum, lsum);
+  }
+}
+
+int MultiprocessorCount() {
+  static int count = [] {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 132;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 132;
+    return n > 0 ? n : 132;
+  }();
+  return count;
+}
+
+template <int L, int G>
+cudaError_t LaunchAttention(const AttnParams& p, int kv_heads, cudaStream_t stream) {
+  constexpr int kTileKeys = 1024 / L;
+  const int hd = p.kv.head_dim;
+  const size_t tile_bytes = 2 * static_cast<size_t>(kTileKeys) * hd * sizeof(__nv_bfloat16);
+  const size_t merge_bytes = static_cast<size_t>(kAttnWarps) * G * (hd + 2) * sizeof(float);
+  const size_t smem = std::max(tile_bytes, merge_bytes);  // <= 33 KiB for head_dim <= 256
+  const dim3 grid(p.batch.num_tokens, kv_heads * p.head_groups, p.num_splits);
+  PagedAttentionKernel<L, G><<<grid, kAttnThreads, smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <int G>
+cudaError_t LaunchAttentionForHeadDim(const AttnParams& p, int kv_heads, cudaStream_t stream) {
+  const int hd = p.kv.head_dim;
+  if (hd <= 16) return LaunchAttention<2, G>(p, kv_heads, stream);
+  if (hd <= 32) return LaunchAttention<4, G>(p, kv_heads, stream);
+  if (hd <= 64) return LaunchAttention<8, G>(p, kv_heads, stream);
+  if (hd <= 128) return LaunchAttention<16, G>(p, kv_heads, stream);
+  return LaunchAttention<32, G>(p, kv_heads, stream);
+}
+
+}  // namespace
+
+int AttentionSplits(int num_tokens) {
+  const int sms = MultiprocessorCount();
+  if (num_tokens >= sms) return 1;
+  return std::clamp((sms + num_tokens - 1) / std::max(num_tokens, 1), 1, kAttnMaxSplits);
+}
+
+size_t AttentionPartialFloats(int splits, int num_tokens, int heads, int head_dim) {
+  if (splits <= 1) return 0;
+  return static_cast<size_t>(splits) * num_tokens * heads * (static_cast<size_t>(head_dim) + 2);
+}
+
+cudaError_t LaunchQkNormRopeKvWrite(const QkvInput& in, const float* q_norm, const float* k_norm, float eps,
+                                    int heads, int rot_dim, float rope_theta, const RaggedBatchDevice& batch,
+                                    const KvPoolDevice& kv, float* q_out, cudaStream_t stream) {
+  const size_t smem = (static_cast<size_t>(rot_dim / 2) * 2 + static_cast<size_t>(kWriteThreads / 32) * kv.head_dim) *
+                      sizeof(float);
+  QkNormRopeKvWriteKernel<<<batch.num_tokens, kWriteThreads, smem, stream>>>(in, q_norm, k_norm, eps, heads, rot_dim,
+                                                                             rope_theta, batch, kv, q_out);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchPagedAttention(const float* q, int heads, float scale, const KvPoolDevice& kv,
+                                 const RaggedBatchDevice& batch, const float* gate, int gate_row_stride,
+                                 int gate_head_stride, __half* out, float* workspace, cudaStream_t stream) {
+  AttnParams p;
+  p.q = q;
+  p.heads = heads;
+  p.group = heads / kv.kv_heads;
+  p.scale_log2 = scale * kLog2e;
+  p.kv = kv;
+  p.batch = batch;
+  p.gate = gate;
+  p.gate_row_stride = gate_row_stride;
+  p.gate_head_stride = gate_head_stride;
+  p.out = out;
+  p.num_splits = AttentionSplits(batch.num_tokens);
+  const size_t acc_floats = static_cast<size_t>(p.num_splits) * batch.num_tokens * heads * kv.head_dim;
+  const size_t stat_floats = static_cast<size_t>(p.num_splits) * batch.num_tokens * heads;
+  p.ws_acc = p.num_splits > 1 ? workspace : nullptr;
+  p.ws_m = p.num_splits > 1 ? workspace + acc_floats : nullptr;
+  p.ws_l = p.num_splits > 1 ? workspace + acc_floats + stat_floats : nullptr;
+
+  cudaError_t err;
+  if (p.group == 1) {
+    p.head_groups = 1;
+    err = LaunchAttentionForHeadDim<1>(p, kv.kv_heads, stream);
+  } else if (p.group == 2) {
+    p.head_groups = 1;
+    err = LaunchAttentionForHeadDim<2>(p, kv.kv_heads, stream);
+  } else {
+    p.head_groups = (p.group + 3) / 4;
+    err = LaunchAttentionForHeadDim<4>(p, kv.kv_heads, stream);
+  }
+  if (err != cudaSuccess || p.num_splits == 1) return err;
+  const int threads = std::min(256, (kv.head_dim + 31) / 32 * 32);
+  CombineSplitsKernel<<<dim3(batch.num_tokens, heads), threads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace sparkserve::kernels::cuda
