@@ -1,0 +1,105 @@
+// Gated DeltaNet on CUDA: argument checks around the launchers of gdn.cu (sizes the kernels are
+// built for, strides, alignment of the vectorised state and output accesses).
+#include "kernels/cuda/gdn.h"
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "fmt/format.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/gdn_kernels.h"
+
+namespace sparkserve::kernels::cuda {
+namespace {
+
+bool Aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+absl::Status CheckBatch(const char* op, const RaggedBatchDevice& batch) {
+  if (batch.num_seqs < 0 || batch.num_seqs > kGdnMaxSeqs) {
+    return absl::InvalidArgumentError(fmt::format("{}: num_seqs {} outside [0, {}]", op, batch.num_seqs, kGdnMaxSeqs));
+  }
+  if (batch.num_seqs > 0 &&
+      (batch.token_begin == nullptr || batch.start_pos == nullptr || batch.slots == nullptr)) {
+    return absl::InvalidArgumentError(fmt::format("{}: batch needs token_begin, start_pos and slots", op));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CausalConv1dSilu(const float* x, int x_stride, int channels, const float* w, int K,
+                              const RaggedBatchDevice& batch, float* window, float* column_window, int max_columns,
+                              float* out, cudaStream_t stream) {
+  constexpr const char* kOp = "CausalConv1dSilu";
+  RETURN_IF_ERROR(CheckBatch(kOp, batch));
+  if (K < 1 || K > kConvMaxKernel) {
+    return absl::InvalidArgumentError(fmt::format("{}: kernel size K = {} outside [1, {}]", kOp, K, kConvMaxKernel));
+  }
+  if (channels < 1) return absl::InvalidArgumentError(fmt::format("{}: channels = {} < 1", kOp, channels));
+  if (x_stride < channels) {
+    return absl::InvalidArgumentError(fmt::format("{}: x_stride {} < channels {}", kOp, x_stride, channels));
+  }
+  if (x == nullptr || w == nullptr || out == nullptr || (window == nullptr && K > 1)) {
+    return absl::InvalidArgumentError(fmt::format("{}: x, w, out and (for K > 1) window must be non-null", kOp));
+  }
+  if (column_window != nullptr && max_columns < 1) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: column_window given with max_columns = {} (needs >= 1)", kOp, max_columns));
+  }
+  if (batch.num_seqs == 0) return absl::OkStatus();
+  return CudaStatus(LaunchCausalConv1dSilu(x, x_stride, channels, w, K, batch, window, column_window, max_columns,
+                                           out, stream),
+                    kOp);
+}
+
+absl::Status GatedDeltaNet(const GdnInput& in, const GdnShape& shape, const float* a_log, const float* dt_bias,
+                           const float* norm_w, float eps, const RaggedBatchDevice& batch, float* state,
+                           float* column_state, int max_columns, __half* out, cudaStream_t stream) {
+  constexpr const char* kOp = "GatedDeltaNet";
+  RETURN_IF_ERROR(CheckBatch(kOp, batch));
+  const auto [nk, nv, dk, dv] = shape;
+  if (nk < 1 || nv < 1 || nv % nk != 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: needs nk >= 1 and nv a multiple of nk (nk {}, nv {})", kOp, nk, nv));
+  }
+  if (dk < 1 || dk > kGdnMaxDk) {
+    return absl::InvalidArgumentError(fmt::format("{}: dk = {} outside [1, {}]", kOp, dk, kGdnMaxDk));
+  }
+  if (dv < 4 || dv > kGdnMaxDv || dv % 4 != 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: dv = {} must be a multiple of 4 in [4, {}] (float4 state columns, one cluster of {} "
+                    "blocks x {} columns a head)",
+                    kOp, dv, kGdnMaxDv, kGdnMaxSlices, kGdnSliceColumns));
+  }
+  const int64_t mixed_width = 2LL * nk * dk + static_cast<int64_t>(nv) * dv;
+  if (in.mixed_stride < mixed_width) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: mixed_stride {} < 2 * nk * dk + nv * dv = {}", kOp, in.mixed_stride, mixed_width));
+  }
+  if (in.ab_stride < nv) {
+    return absl::InvalidArgumentError(fmt::format("{}: ab_stride {} < nv {}", kOp, in.ab_stride, nv));
+  }
+  if (in.z_stride < nv * dv) {
+    return absl::InvalidArgumentError(fmt::format("{}: z_stride {} < nv * dv = {}", kOp, in.z_stride, nv * dv));
+  }
+  if (in.mixed == nullptr || in.a == nullptr || in.b == nullptr || in.z == nullptr || a_log == nullptr ||
+      dt_bias == nullptr || norm_w == nullptr || state == nullptr || out == nullptr) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: mixed, a, b, z, a_log, dt_bias, norm_w, state and out must be non-null", kOp));
+  }
+  if (!(eps >= 0.0f)) return absl::InvalidArgumentError(fmt::format("{}: eps = {} must be >= 0", kOp, eps));
+  if (column_state != nullptr && max_columns < 1) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: column_state given with max_columns = {} (needs >= 1)", kOp, max_columns));
+  }
+  if (!Aligned(state, 16) || (column_state != nullptr && !Aligned(column_state, 16))) {
+    return absl::InvalidArgumentError(fmt::format("{}: state and column_state must be 16-byte aligned", kOp));
+  }
+  if (!Aligned(out, 8)) return absl::InvalidArgumentError(fmt::format("{}: out must be 8-byte aligned", kOp));
+  if (batch.num_seqs == 0) return absl::OkStatus();
+  return CudaStatus(LaunchGatedDeltaNet(in, shape, a_log, dt_bias, norm_w, eps, batch, state, column_state,
+                                        max_columns, out, stream),
+                    kOp);
+}
+
+}  // namespace sparkserve::kernels::cuda
