@@ -170,6 +170,26 @@ int RunBenchEngine(const BenchEngineArgs& a) {
         }
         seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       }
+#ifdef SPARKSERVE_WITH_CUDA
+      if (a.profile && cuda_runner != nullptr) {
+        cuda_runner->ProfileNextStep();
+        if (auto st = decode(); !st.ok()) {
+          spdlog::error("bench engine: profiled decode: {}", std::string(st.message()));
+          return 1;
+        }
+        std::vector<model::cuda::CudaModelRunner::OpTime> ops = cuda_runner->TakeOpProfile();
+        std::sort(ops.begin(), ops.end(), [](const auto& x, const auto& y) { return x.micros > y.micros; });
+        double total = 0;
+        for (const auto& op : ops) total += op.micros;
+        FILE* f = a.json_path == "-" ? stderr : stdout;
+        std::fprintf(f, "profile: batch %d context %d, one decode step on the GPU: %.1f us\n", batch, context, total);
+        std::fprintf(f, "  %-24s %6s %10s %10s %6s\n", "op", "count", "total us", "us each", "share");
+        for (const auto& op : ops) {
+          std::fprintf(f, "  %-24s %6d %10.1f %10.2f %5.1f%%\n", op.op.c_str(), op.count, op.micros, op.micros / op.count,
+                       100 * op.micros / total);
+        }
+      }
+#endif
       std::sort(seconds.begin(), seconds.end());
       const double median = seconds[seconds.size() / 2];
       Point p;

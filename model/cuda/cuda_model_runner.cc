@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "core/status.h"
 #include "fmt/format.h"
@@ -184,7 +185,38 @@ kc::KvPoolDevice CudaModelRunner::KvPool(int32_t i) const {
 }
 
 absl::Status CudaModelRunner::RunLinear(const CudaLinear& linear, const __half* x, int rows, float* y) {
-  return linear.Run(x, rows, y, workspace_.data(), stream_);
+  RETURN_IF_ERROR(linear.Run(x, rows, y, workspace_.data(), stream_));
+  if (!profiling_) return absl::OkStatus();
+  const std::string& n = linear.name();
+  return Mark(n.substr(n.find_last_of('.') + 1));  // "model.layers.3.mlp.down_proj" -> "down_proj"
+}
+
+absl::Status CudaModelRunner::Mark(const std::string& op) {
+  if (!profiling_) return absl::OkStatus();
+  cudaEvent_t e = nullptr;
+  CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+  op_marks_.emplace_back(op, e);
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(e, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaModelRunner::CollectOpProfile() {
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  std::map<std::string, size_t> index;
+  op_profile_.clear();
+  for (size_t i = 1; i < op_marks_.size(); ++i) {
+    float ms = 0;
+    CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, op_marks_[i - 1].second, op_marks_[i].second));
+    const std::string& op = op_marks_[i].first;
+    auto [it, fresh] = index.emplace(op, op_profile_.size());
+    if (fresh) op_profile_.push_back({op, 0, 0});
+    op_profile_[it->second].micros += 1e3 * ms;
+    op_profile_[it->second].count += 1;
+  }
+  for (auto& [op, e] : op_marks_) cudaEventDestroy(e);
+  op_marks_.clear();
+  profiling_ = false;
+  return absl::OkStatus();
 }
 
 absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
@@ -203,6 +235,7 @@ absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
   __half* mid16 = mid16_.data();
   RETURN_IF_ERROR(kc::EmbeddingGather(weights_.embed_tokens.data(), c.vocab_size, d, meta_device_.data() + meta_.tokens,
                                       T, residual, stream_));
+  RETURN_IF_ERROR(Mark("embedding"));
   for (size_t i = 0; i < weights_.layers.size(); ++i) {
     const CudaLayerWeights& w = weights_.layers[i];
     if (i == 0) {
@@ -211,6 +244,7 @@ absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
       RETURN_IF_ERROR(
           kc::AddRmsNormZeroCentered(residual, delta, w.input_layernorm.data(), T, d, eps, nullptr, act16, stream_));
     }
+    RETURN_IF_ERROR(Mark("input_norm"));
     if (w.type == LayerType::kFullAttention) {
       const CudaAttentionWeights& a = w.attn;
       kc::QkvInput in;  // q_proj rows per head: [q (hd) | gate (hd)]
@@ -227,9 +261,11 @@ absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
       const kc::KvPoolDevice kv = KvPool(kv_index_[i]);
       RETURN_IF_ERROR(kc::QkNormRopeKvWrite(in, a.q_norm.data(), a.k_norm.data(), eps, H, static_cast<int>(c.rotary_dim()),
                                             static_cast<float>(c.rope.theta), batch, kv, mixed_.data(), stream_));
+      RETURN_IF_ERROR(Mark("qk_norm_rope_kv_write"));
       const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
       RETURN_IF_ERROR(kc::PagedAttention(mixed_.data(), H, scale, kv, batch, in.q + hd, in.q_row_stride, 2 * hd, mid16,
                                          workspace_.data(), stream_));
+      RETURN_IF_ERROR(Mark("paged_attention"));
       RETURN_IF_ERROR(RunLinear(a.o_proj, mid16, T, delta));
     } else {
       const CudaGdnWeights& g = w.gdn;
@@ -265,29 +301,36 @@ absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
       }
       RETURN_IF_ERROR(kc::CausalConv1dSilu(qkv, qkv_stride, C, g.conv1d.data(), K, batch, st.conv.data(), nullptr, 0,
                                            mixed_.data(), stream_));
+      RETURN_IF_ERROR(Mark("gdn_conv"));
       in.mixed = mixed_.data();
       in.mixed_stride = C;
       RETURN_IF_ERROR(kc::GatedDeltaNet(in, gs, g.a_log.data(), g.dt_bias.data(), g.norm.data(), eps, batch,
                                         st.recurrent.data(), nullptr, 0, mid16, stream_));
+      RETURN_IF_ERROR(Mark("gated_delta_net"));
       RETURN_IF_ERROR(RunLinear(g.out_proj, mid16, T, delta));
     }
     RETURN_IF_ERROR(
         kc::AddRmsNormZeroCentered(residual, delta, w.post_attention_layernorm.data(), T, d, eps, nullptr, act16, stream_));
+    RETURN_IF_ERROR(Mark("post_attention_norm"));
     const CudaMlpWeights& mlp = w.mlp;
     if (mlp.gate_up.out() > 0) {  // proj0 [T, 2F]
       RETURN_IF_ERROR(RunLinear(mlp.gate_up, act16, T, proj0_.data()));
       RETURN_IF_ERROR(kc::SwiGlu(proj0_.data(), proj0_.data() + F, T, F, 2 * F, mid16, stream_));
+      RETURN_IF_ERROR(Mark("swiglu"));
     } else {  // proj0 / proj1 [T, F]
       RETURN_IF_ERROR(RunLinear(mlp.gate_proj, act16, T, proj0_.data()));
       RETURN_IF_ERROR(RunLinear(mlp.up_proj, act16, T, proj1_.data()));
       RETURN_IF_ERROR(kc::SwiGlu(proj0_.data(), proj1_.data(), T, F, F, mid16, stream_));
+      RETURN_IF_ERROR(Mark("swiglu"));
     }
     RETURN_IF_ERROR(RunLinear(mlp.down_proj, mid16, T, delta));
   }
   // The final norm over every row (residual keeps the pre-norm stream), then each seq's last row.
   RETURN_IF_ERROR(
       kc::AddRmsNormZeroCentered(residual, delta, weights_.final_norm.data(), T, d, eps, normed_.data(), nullptr, stream_));
-  return kc::GatherRows(normed_.data(), d, meta_device_.data() + meta_.last_rows, S, last_hidden_.data(), stream_);
+  RETURN_IF_ERROR(Mark("final_norm"));
+  RETURN_IF_ERROR(kc::GatherRows(normed_.data(), d, meta_device_.data() + meta_.last_rows, S, last_hidden_.data(), stream_));
+  return Mark("gather_rows");
 }
 
 absl::Status CudaModelRunner::EnqueueHead(int /*S*/, int /*T*/, int row_begin, int rows) {
@@ -295,6 +338,7 @@ absl::Status CudaModelRunner::EnqueueHead(int /*S*/, int /*T*/, int row_begin, i
   RETURN_IF_ERROR(
       kc::GatherRows(normed_.data(), d, meta_device_.data() + meta_.logit_rows + row_begin, rows, hidden_.data(), stream_));
   RETURN_IF_ERROR(kc::F32ToF16(hidden_.data(), static_cast<int64_t>(rows) * d, hidden16_.data(), stream_));
+  RETURN_IF_ERROR(Mark("gather_rows"));
   return RunLinear(weights_.lm_head, hidden16_.data(), rows, logits_.data());
 }
 
@@ -365,7 +409,28 @@ absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool f
                                          sizeof(float) * rows * d, cudaMemcpyDeviceToHost, stream_));
     return absl::OkStatus();
   };
-  if (decode_only && options_.cuda_graphs && S <= logit_chunk_rows_) {
+  profiling_ = std::exchange(profile_next_, false);
+  if (profiling_) RETURN_IF_ERROR(Mark("start"));
+  if (profiling_ && decode_only && options_.cuda_graphs && S <= logit_chunk_rows_) {
+    // Profiled decode step: captured with its event marks into a graph of its own, replayed once.
+    CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+    absl::Status captured = EnqueueLayers(S, S, 1);
+    if (captured.ok()) captured = EnqueueHead(S, S, 0, S);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+    RETURN_IF_ERROR(captured);
+    CUDA_RETURN_IF_ERROR(end);
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    CUDA_RETURN_IF_ERROR(inst);
+    const cudaError_t launched = cudaGraphLaunch(exec, stream_);
+    const cudaError_t synced = cudaStreamSynchronize(stream_);
+    cudaGraphExecDestroy(exec);
+    CUDA_RETURN_IF_ERROR(launched);
+    CUDA_RETURN_IF_ERROR(synced);
+    RETURN_IF_ERROR(fetch_rows(0, S));
+  } else if (decode_only && options_.cuda_graphs && S <= logit_chunk_rows_) {
     auto it = decode_graphs_.find(S);
     if (it == decode_graphs_.end()) {
       CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
@@ -392,6 +457,7 @@ absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool f
       RETURN_IF_ERROR(fetch_rows(r, rows));
     }
   }
+  if (profiling_) RETURN_IF_ERROR(CollectOpProfile());
   if (fetch) {
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.last_hidden.data<float>(), last_hidden_.data(), sizeof(float) * S * d,
                                          cudaMemcpyDeviceToHost, stream_));

@@ -56,6 +56,15 @@ class CudaModelRunner : public ModelRunner {
   const Qwen35Config& config() const { return config_; }
   // Bytes a decode step over seqs at `contexts` (tokens already cached per seq) reads.
   DecodeTraffic DecodeTrafficAt(const std::vector<int64_t>& contexts) const;
+  // Per-op GPU time of the next Forward (events between the step's ops, replayed as a graph for
+  // decode steps); TakeOpProfile returns {op, total microseconds, launches} summed over layers.
+  void ProfileNextStep() { profile_next_ = true; }
+  struct OpTime {
+    std::string op;
+    double micros = 0;
+    int count = 0;
+  };
+  std::vector<OpTime> TakeOpProfile() { return std::move(op_profile_); }
   // Device memory this runner holds (weights, state, activations), bytes.
   int64_t device_bytes() const { return device_bytes_; }
 
@@ -106,6 +115,13 @@ class CudaModelRunner : public ModelRunner {
   DeviceBuffer<int32_t> sampled_ids_, sampled_status_, sampled_top_ids_;  // [num_slots], [.., 20]
   DeviceBuffer<float> sampled_logprobs_, sampled_top_logprobs_;
   DeviceBuffer<uint8_t> sampling_workspace_;
+
+  // Op profiling (ProfileNextStep): events recorded after each op while enqueueing.
+  bool profile_next_ = false, profiling_ = false;
+  std::vector<std::pair<std::string, cudaEvent_t>> op_marks_;
+  std::vector<OpTime> op_profile_;
+  absl::Status Mark(const std::string& op);
+  absl::Status CollectOpProfile();
 
   // Captured decode steps by batch size.
   std::map<int32_t, cudaGraphExec_t> decode_graphs_;
