@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/attention_kernels.h"
+#include "kernels/cuda/step_launch.h"
 
 namespace sparkserve::kernels::cuda {
 namespace {
@@ -48,6 +49,8 @@ __global__ void __launch_bounds__(kWriteThreads)
     QkNormRopeKvWriteKernel(QkvInput in, const float* __restrict__ q_norm, const float* __restrict__ k_norm,
                             float eps, int heads, int rot_dim, float rope_theta, RaggedBatchDevice batch,
                             KvPoolDevice kv, float* __restrict__ q_out) {
+  WaitForPriorGrids();
+  AllowNextGrid();
   extern __shared__ float write_smem[];
   const int t = blockIdx.x;
   const int hd = kv.head_dim, half = rot_dim / 2;
@@ -463,6 +466,8 @@ __device__ __forceinline__ void AttendTokenTile(const AttnParams& p, int t0, int
 // of its seq (other blocks return at once).
 template <int L, int G>
 __global__ void __launch_bounds__(kAttnThreads, 2) PagedAttentionKernel(AttnParams p) {
+  WaitForPriorGrids();
+  AllowNextGrid();
   extern __shared__ uint4 attn_smem[];
   const int t = blockIdx.x;
   const int g = blockIdx.y / p.head_groups, hg = blockIdx.y % p.head_groups;
@@ -479,6 +484,8 @@ __global__ void __launch_bounds__(kAttnThreads, 2) PagedAttentionKernel(AttnPara
 
 // grid (T, heads): out[t, h, :] = merge of the splits' partials, normalised and gated.
 __global__ void CombineSplitsKernel(AttnParams p) {
+  WaitForPriorGrids();
+  AllowNextGrid();
   const int t = blockIdx.x, h = blockIdx.y, hd = p.kv.head_dim;
   const size_t split_stride = static_cast<size_t>(p.batch.num_tokens) * p.heads;
   const size_t row = static_cast<size_t>(t) * p.heads + h;
@@ -516,7 +523,7 @@ cudaError_t LaunchAttention(const AttnParams& p, int kv_heads, cudaStream_t stre
   const size_t merge_bytes = static_cast<size_t>(kAttnWarps) * G * (hd + 2) * sizeof(float);
   const size_t smem = std::max(tile_bytes, merge_bytes);  // <= 33 KiB for head_dim <= 256
   const dim3 grid(p.batch.num_tokens, kv_heads * p.head_groups, p.num_splits);
-  PagedAttentionKernel<L, G><<<grid, kAttnThreads, smem, stream>>>(p);
+  LaunchStepKernel(PagedAttentionKernel<L, G>, dim3(grid), dim3(kAttnThreads), smem, stream, p);
   return cudaGetLastError();
 }
 
@@ -548,7 +555,7 @@ cudaError_t LaunchQkNormRopeKvWrite(const QkvInput& in, const float* q_norm, con
                                     const KvPoolDevice& kv, float* q_out, cudaStream_t stream) {
   const size_t smem = (static_cast<size_t>(rot_dim / 2) * 2 + static_cast<size_t>(kWriteThreads / 32) * kv.head_dim) *
                       sizeof(float);
-  QkNormRopeKvWriteKernel<<<batch.num_tokens, kWriteThreads, smem, stream>>>(in, q_norm, k_norm, eps, heads, rot_dim,
+  LaunchStepKernel(QkNormRopeKvWriteKernel, dim3(batch.num_tokens), dim3(kWriteThreads), smem, stream, in, q_norm, k_norm, eps, heads, rot_dim,
                                                                              rope_theta, batch, kv, q_out);
   return cudaGetLastError();
 }
@@ -587,7 +594,7 @@ cudaError_t LaunchPagedAttention(const float* q, int heads, float scale, const K
   }
   if (err != cudaSuccess || p.num_splits == 1) return err;
   const int threads = std::min(256, (kv.head_dim + 31) / 32 * 32);
-  CombineSplitsKernel<<<dim3(batch.num_tokens, heads), threads, 0, stream>>>(p);
+  LaunchStepKernel(CombineSplitsKernel, dim3(dim3(batch.num_tokens, heads)), dim3(threads), 0, stream, p);
   return cudaGetLastError();
 }
 

@@ -8,6 +8,7 @@
 // (decode_linear.h), so a warp's loads of one K step are 2 x 512 contiguous bytes and a tile's
 // steps follow each other in memory.
 #include "kernels/cuda/decode_linear_kernels.h"
+#include "kernels/cuda/step_launch.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -96,27 +97,39 @@ __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32)
   extern __shared__ __align__(16) __half xs[];
   const int steps = in / kNvfp4Step;
   const int s0 = blockIdx.y * steps_per_split, s1 = min(steps, s0 + steps_per_split);
-  StageActivations(x, rows, in, s0 * kNvfp4Step, (s1 - s0) * kNvfp4Step, xs);
   const int tile = blockIdx.x * kDecodeWarpsPerBlock + static_cast<int>(threadIdx.x / 32);
-  if (tile >= tiles) return;
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int t = lane % 4, q = lane / 4;
   const int klen = (s1 - s0) * kNvfp4Step;
+  const uint8_t* wt = packed + (static_cast<size_t>(min(tile, tiles - 1)) * steps) * 1024 + 16 * lane;
+  const uint8_t* st = scales + (static_cast<size_t>(min(tile, tiles - 1)) * steps) * 128 + 16 * q;
+  // The first weights (which no earlier kernel writes) load while the previous kernel finishes.
+  uint4 qa[kUnroll], qb[kUnroll], sc[kUnroll];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int s = min(s0 + u, s1 - 1);
+    qa[u] = LoadStreaming(wt + 1024 * s);
+    qb[u] = LoadStreaming(wt + 1024 * s + 512);
+    sc[u] = __ldg(reinterpret_cast<const uint4*>(st + 128 * s));
+  }
+  WaitForPriorGrids();
+  AllowNextGrid();
+  StageActivations(x, rows, in, s0 * kNvfp4Step, (s1 - s0) * kNvfp4Step, xs);
+  if (tile >= tiles) return;
   // Activation row q (zeros beyond `rows`): this lane's 4 elements of each 16-group.
   const __half* xl = xs + min(q, rows - 1) * klen + 4 * t;
   const bool has_x = q < rows;
-  const uint8_t* wt = packed + (static_cast<size_t>(tile) * steps) * 1024 + 16 * lane;
-  const uint8_t* st = scales + (static_cast<size_t>(tile) * steps) * 128 + 16 * q;
 
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   for (int s_base = s0; s_base < s1; s_base += kUnroll) {
-    uint4 qa[kUnroll], qb[kUnroll], sc[kUnroll];
+    if (s_base != s0) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int s = min(s_base + u, s1 - 1);
-      qa[u] = LoadStreaming(wt + 1024 * s);
-      qb[u] = LoadStreaming(wt + 1024 * s + 512);
-      sc[u] = __ldg(reinterpret_cast<const uint4*>(st + 128 * s));
+      for (int u = 0; u < kUnroll; ++u) {
+        const int s = min(s_base + u, s1 - 1);
+        qa[u] = LoadStreaming(wt + 1024 * s);
+        qb[u] = LoadStreaming(wt + 1024 * s + 512);
+        sc[u] = __ldg(reinterpret_cast<const uint4*>(st + 128 * s));
+      }
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -160,24 +173,35 @@ __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32)
   extern __shared__ __align__(16) __half xs[];
   const int steps = in / kFp8Step;
   const int s0 = blockIdx.y * steps_per_split, s1 = min(steps, s0 + steps_per_split);
-  StageActivations(x, rows, in, s0 * kFp8Step, (s1 - s0) * kFp8Step, xs);
   const int tile = blockIdx.x * kDecodeWarpsPerBlock + static_cast<int>(threadIdx.x / 32);
-  if (tile >= tiles) return;
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int t = lane % 4, q = lane / 4;
   const int klen = (s1 - s0) * kFp8Step;
+  const uint8_t* wt = weight + (static_cast<size_t>(min(tile, tiles - 1)) * steps) * 1024 + 16 * lane;
+  // The first weights load while the previous kernel finishes (see the NVFP4 kernel).
+  uint4 qa[kUnroll], qb[kUnroll];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int s = min(s0 + u, s1 - 1);
+    qa[u] = LoadStreaming(wt + 1024 * s);
+    qb[u] = LoadStreaming(wt + 1024 * s + 512);
+  }
+  WaitForPriorGrids();
+  AllowNextGrid();
+  StageActivations(x, rows, in, s0 * kFp8Step, (s1 - s0) * kFp8Step, xs);
+  if (tile >= tiles) return;
   const __half* xl = xs + min(q, rows - 1) * klen + 4 * t;
   const bool has_x = q < rows;
-  const uint8_t* wt = weight + (static_cast<size_t>(tile) * steps) * 1024 + 16 * lane;
 
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   for (int s_base = s0; s_base < s1; s_base += kUnroll) {
-    uint4 qa[kUnroll], qb[kUnroll];
+    if (s_base != s0) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int s = min(s_base + u, s1 - 1);
-      qa[u] = LoadStreaming(wt + 1024 * s);
-      qb[u] = LoadStreaming(wt + 1024 * s + 512);
+      for (int u = 0; u < kUnroll; ++u) {
+        const int s = min(s_base + u, s1 - 1);
+        qa[u] = LoadStreaming(wt + 1024 * s);
+        qb[u] = LoadStreaming(wt + 1024 * s + 512);
+      }
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -202,6 +226,8 @@ __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32)
 __global__ void SumSplitsKernel(const float* __restrict__ partial, int num_splits, int rows, int out, float scale,
                                 const float* __restrict__ row_scales, const float* __restrict__ row_divisors,
                                 float* __restrict__ y) {
+  WaitForPriorGrids();
+  AllowNextGrid();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t n = static_cast<int64_t>(rows) * out;
   if (i >= n) return;
@@ -212,6 +238,8 @@ __global__ void SumSplitsKernel(const float* __restrict__ partial, int num_split
 }
 
 __global__ void Bf16ToF16Kernel(const __nv_bfloat16* __restrict__ x, __half* __restrict__ y, int64_t n) {
+  WaitForPriorGrids();
+  AllowNextGrid();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) y[i] = __float2half_rn(fminf(fmaxf(__bfloat162float(x[i]), -65504.f), 65504.f));
 }
@@ -253,13 +281,13 @@ cudaError_t LaunchNvfp4Decode(const Nvfp4LinearDevice& w, const __half* x, int r
   cudaError_t err = AllowSharedMemory(Nvfp4DecodeKernel, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid((p.tiles + kDecodeWarpsPerBlock - 1) / kDecodeWarpsPerBlock, p.num_splits);
-  Nvfp4DecodeKernel<<<grid, kDecodeWarpsPerBlock * 32, smem, stream>>>(w.packed, w.scales, x, rows, w.out, w.in,
+  LaunchStepKernel(Nvfp4DecodeKernel, dim3(grid), dim3(kDecodeWarpsPerBlock * 32), smem, stream, w.packed, w.scales, x, rows, w.out, w.in,
                                                                        p.tiles, p.steps_per_split, partial);
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   const int64_t n = static_cast<int64_t>(rows) * w.out;
   // The kernel's weights carry a 2^-14 factor (see E2m1PairScaledDown); the global scale divides.
-  SumSplitsKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(
+  LaunchStepKernel(SumSplitsKernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, stream, 
       partial, p.num_splits, rows, w.out, w.row_global_scales ? 16384.0f : 16384.0f / w.global_scale, nullptr,
       w.row_global_scales, y);
   return cudaGetLastError();
@@ -272,18 +300,18 @@ cudaError_t LaunchFp8Decode(const Fp8LinearDevice& w, const __half* x, int rows,
   cudaError_t err = AllowSharedMemory(Fp8DecodeKernel, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid((p.tiles + kDecodeWarpsPerBlock - 1) / kDecodeWarpsPerBlock, p.num_splits);
-  Fp8DecodeKernel<<<grid, kDecodeWarpsPerBlock * 32, smem, stream>>>(w.weight, x, rows, w.out, w.in, p.tiles,
+  LaunchStepKernel(Fp8DecodeKernel, dim3(grid), dim3(kDecodeWarpsPerBlock * 32), smem, stream, w.weight, x, rows, w.out, w.in, p.tiles,
                                                                      p.steps_per_split, partial);
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   const int64_t n = static_cast<int64_t>(rows) * w.out;
-  SumSplitsKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(partial, p.num_splits, rows, w.out,
+  LaunchStepKernel(SumSplitsKernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, stream, partial, p.num_splits, rows, w.out,
                                                                                1.0f, w.scales, nullptr, y);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchBf16ToF16(const void* x_bf16, __half* x_f16, int64_t n, cudaStream_t stream) {
-  Bf16ToF16Kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(
+  LaunchStepKernel(Bf16ToF16Kernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, stream, 
       static_cast<const __nv_bfloat16*>(x_bf16), x_f16, n);
   return cudaGetLastError();
 }

@@ -9,6 +9,7 @@
 // - tiled (rows > 8): 64 x 64 output tiles, K steps of 16 staged in shared memory as f32, 4 x 4
 //   outputs a thread with fp32 FMA.
 #include "kernels/cuda/dense_linear_kernels.h"
+#include "kernels/cuda/step_launch.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -68,6 +69,8 @@ template <int kRows, int kOuts>
 __global__ void __launch_bounds__(kGemvMaxWarps * 32)
     GemvBf16Kernel(const __nv_bfloat16* __restrict__ w, int out, int in, const __half* __restrict__ x,
                    float* __restrict__ y) {
+  WaitForPriorGrids();
+  AllowNextGrid();
   const int o0 = static_cast<int>(blockIdx.x) * kOuts;
   const int vecs = in / 8;
   const uint4* wrow[kOuts];
@@ -124,6 +127,8 @@ __global__ void __launch_bounds__(kGemvMaxWarps * 32)
 __global__ void __launch_bounds__(kScalarGemvThreads)
     GemvBf16ScalarKernel(const __nv_bfloat16* __restrict__ w, int out, int in, const __half* __restrict__ x,
                          int rows, float* __restrict__ y) {
+  WaitForPriorGrids();
+  AllowNextGrid();
   const int o = static_cast<int>(blockIdx.x);
   const __nv_bfloat16* wr = w + static_cast<size_t>(o) * in;
   float acc[kDenseGemvMaxRows];
@@ -158,6 +163,8 @@ __global__ void __launch_bounds__(kScalarGemvThreads)
 __global__ void __launch_bounds__(kTileThreads)
     DenseTiledKernel(const __nv_bfloat16* __restrict__ w, int out, int in, const __half* __restrict__ x, int rows,
                      float* __restrict__ y) {
+  WaitForPriorGrids();
+  AllowNextGrid();
   // +4 keeps rows 16-byte aligned for the float4 reads and spreads the transposed writes over banks.
   __shared__ __align__(16) float xs[kTileK][kDenseTileRows + 4];
   __shared__ __align__(16) float ws[kTileK][kTileN + 4];
@@ -215,7 +222,7 @@ int GemvThreads(int vecs) {
 template <int kRows, int kOuts>
 cudaError_t LaunchGemv(const __nv_bfloat16* w, int out, int in, const __half* x, float* y, cudaStream_t stream) {
   const int blocks = (out + kOuts - 1) / kOuts;
-  GemvBf16Kernel<kRows, kOuts><<<blocks, GemvThreads(in / 8), 0, stream>>>(w, out, in, x, y);
+  LaunchStepKernel(GemvBf16Kernel<kRows, kOuts>, dim3(blocks), dim3(GemvThreads(in / 8)), 0, stream, w, out, in, x, y);
   return cudaGetLastError();
 }
 
@@ -235,11 +242,11 @@ cudaError_t LaunchDenseLinearBf16(const __nv_bfloat16* w, int out, int in, const
   if (rows > kDenseGemvMaxRows) {
     if (rows > kDenseMaxRows) return cudaErrorInvalidValue;
     const dim3 grid((out + kTileN - 1) / kTileN, (rows + kDenseTileRows - 1) / kDenseTileRows);
-    DenseTiledKernel<<<grid, kTileThreads, 0, stream>>>(w, out, in, x, rows, y);
+    LaunchStepKernel(DenseTiledKernel, dim3(grid), dim3(kTileThreads), 0, stream, w, out, in, x, rows, y);
     return cudaGetLastError();
   }
   if (in % 8 != 0 || !Aligned16(w) || !Aligned16(x)) {
-    GemvBf16ScalarKernel<<<out, kScalarGemvThreads, 0, stream>>>(w, out, in, x, rows, y);
+    LaunchStepKernel(GemvBf16ScalarKernel, dim3(out), dim3(kScalarGemvThreads), 0, stream, w, out, in, x, rows, y);
     return cudaGetLastError();
   }
   switch (rows) {

@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "kernels/cuda/gdn_kernels.h"
+#include "kernels/cuda/step_launch.h"
 
 namespace sparkserve::kernels::cuda {
 namespace {
@@ -51,6 +52,8 @@ __global__ void __launch_bounds__(kConvThreads)
     CausalConv1dSiluKernel(const float* __restrict__ x, int x_stride, int channels, const float* __restrict__ w,
                            const RaggedBatchDevice batch, float* __restrict__ window,
                            float* __restrict__ column_window, int max_columns, float* __restrict__ out) {
+  WaitForPriorGrids();
+  AllowNextGrid();
   constexpr int W = K - 1;
   const int s = static_cast<int>(blockIdx.y);
   const int c = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
@@ -122,7 +125,7 @@ cudaError_t LaunchConv(const float* x, int x_stride, int channels, const float* 
                        float* window, float* column_window, int max_columns, float* out, cudaStream_t stream) {
   const int chunks = std::min(kConvMaxChunks, (std::max(batch.max_seq_tokens, 1) + kConvChunk - 1) / kConvChunk);
   const dim3 grid((channels + kConvThreads - 1) / kConvThreads, batch.num_seqs, chunks);
-  CausalConv1dSiluKernel<K><<<grid, kConvThreads, 0, stream>>>(x, x_stride, channels, w, batch, window,
+  LaunchStepKernel(CausalConv1dSiluKernel<K>, dim3(grid), dim3(kConvThreads), 0, stream, x, x_stride, channels, w, batch, window,
                                                                column_window, max_columns, out);
   return cudaGetLastError();
 }
@@ -200,6 +203,8 @@ __device__ __forceinline__ float SaturateF16Range(float x) {
 // grid (slices, nv, num_seqs), cluster (slices, 1, 1); M = rows a thread holds (dk <= 32 * M).
 template <int M>
 __global__ void __launch_bounds__(kGdnThreads) GatedDeltaNetKernel(const GdnParams p) {
+  WaitForPriorGrids();
+  AllowNextGrid();
   const cg::cluster_group cluster = cg::this_cluster();
   __shared__ __align__(16) float red[2][kGdnWarps][kColGroups][kRed];  // double-buffered by token parity
   __shared__ float sumsq[2];                                            // this slice's sum of o^2, same
@@ -363,13 +368,15 @@ cudaError_t LaunchGdn(const GdnParams& p, int slices, cudaStream_t stream) {
   config.blockDim = dim3(kGdnThreads);
   config.dynamicSmemBytes = 0;
   config.stream = stream;
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = slices;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;  // step_launch.h
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attr;
-  config.numAttrs = 1;
+  config.numAttrs = 2;
   return cudaLaunchKernelEx(&config, GatedDeltaNetKernel<M>, p);
 }
 

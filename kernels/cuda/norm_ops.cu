@@ -6,6 +6,7 @@
 // its row in registers between the sum of squares and the scaling (fp32 reduction): one warp per
 // row up to 512 elements, else one block per row.
 #include "kernels/cuda/norm_ops_kernels.h"
+#include "kernels/cuda/step_launch.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -77,6 +78,8 @@ template <bool kVec, bool kWarpPerRow, bool kAdd>
 __global__ void __launch_bounds__(1024)
     RmsNormKernel(const float* x, const float* __restrict__ delta, float* residual, const float* __restrict__ w,
                   int rows, int dim, float eps, float* out_f32, __half* out_f16) {
+  WaitForPriorGrids();
+  AllowNextGrid();
   using Unit = std::conditional_t<kVec, float4, float>;
   constexpr int kFloats = kVec ? 4 : 1;
   constexpr int kMaxUnits = kNormMaxFloatsPerThread / kFloats;
@@ -135,13 +138,13 @@ cudaError_t LaunchRmsNormTyped(const float* x, const float* delta, float* residu
   const int units = dim / kFloats;
   if (dim <= kNormWarpMaxDim) {
     const int blocks = (rows + kNormRowsPerWarpBlock - 1) / kNormRowsPerWarpBlock;
-    RmsNormKernel<kVec, true, kAdd><<<blocks, kNormRowsPerWarpBlock * 32, 0, stream>>>(x, delta, residual, w, rows,
+    LaunchStepKernel(RmsNormKernel<kVec, true, kAdd>, dim3(blocks), dim3(kNormRowsPerWarpBlock * 32), 0, stream, x, delta, residual, w, rows,
                                                                                         dim, eps, out_f32, out_f16);
   } else {
     // About kMaxUnits units a thread (the most registers hold), whole warps, at most 1024 threads.
     const int threads = std::clamp((units + kMaxUnits - 1) / kMaxUnits + 31, 32, 1024) / 32 * 32;
     if (static_cast<int64_t>(threads) * kMaxUnits < units) return cudaErrorInvalidValue;
-    RmsNormKernel<kVec, false, kAdd><<<rows, threads, 0, stream>>>(x, delta, residual, w, rows, dim, eps, out_f32,
+    LaunchStepKernel(RmsNormKernel<kVec, false, kAdd>, dim3(rows), dim3(threads), 0, stream, x, delta, residual, w, rows, dim, eps, out_f32,
                                                                    out_f16);
   }
   return cudaGetLastError();
@@ -153,6 +156,8 @@ cudaError_t LaunchRmsNormTyped(const float* x, const float* delta, float* residu
 template <bool kVec>
 __global__ void EmbeddingGatherKernel(const __nv_bfloat16* __restrict__ table, int64_t vocab, int dim,
                                       const int32_t* __restrict__ ids, float* __restrict__ out) {
+  WaitForPriorGrids();
+  AllowNextGrid();
   const int i = static_cast<int>(blockIdx.x);
   const int32_t id = ids[i];
   const bool valid = id >= 0 && id < vocab;
@@ -184,6 +189,8 @@ __global__ void EmbeddingGatherKernel(const __nv_bfloat16* __restrict__ table, i
 template <bool kVec>
 __global__ void GatherRowsKernel(const float* __restrict__ x, int dim, const int32_t* __restrict__ rows_idx,
                                  float* __restrict__ out) {
+  WaitForPriorGrids();
+  AllowNextGrid();
   using Unit = std::conditional_t<kVec, float4, float>;
   const int i = static_cast<int>(blockIdx.x);
   const int units = dim / (kVec ? 4 : 1);
@@ -203,6 +210,8 @@ __device__ __forceinline__ float Silu(float v) { return v / (1.0f + __expf(-v));
 template <bool kVec>
 __global__ void SwiGluKernel(const float* __restrict__ gate, const float* __restrict__ up, int cols, int ld,
                              int col_blocks, __half* __restrict__ out) {
+  WaitForPriorGrids();
+  AllowNextGrid();
   constexpr int kFloats = kVec ? 4 : 1;
   const int r = static_cast<int>(blockIdx.x) / col_blocks;
   const int c = ((static_cast<int>(blockIdx.x) % col_blocks) * static_cast<int>(blockDim.x) +
@@ -221,6 +230,8 @@ __global__ void SwiGluKernel(const float* __restrict__ gate, const float* __rest
 // ---- flat elementwise ----
 // Work items [0, vecs) are float4 units, [vecs, vecs + tail) single floats after them.
 __global__ void F32ToF16Kernel(const float* __restrict__ x, int64_t vecs, int64_t tail, __half* __restrict__ out) {
+  WaitForPriorGrids();
+  AllowNextGrid();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < vecs + tail; i += stride) {
     if (i < vecs) {
@@ -234,6 +245,8 @@ __global__ void F32ToF16Kernel(const float* __restrict__ x, int64_t vecs, int64_
 
 // x and y may be the same array (x doubles): no __restrict__.
 __global__ void AddInPlaceKernel(float* x, const float* y, int64_t vecs, int64_t tail) {
+  WaitForPriorGrids();
+  AllowNextGrid();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < vecs + tail; i += stride) {
     if (i < vecs) {
@@ -256,9 +269,9 @@ unsigned ElementwiseBlocks(int64_t items) {
 cudaError_t LaunchEmbeddingGather(const __nv_bfloat16* table, int64_t vocab, int dim, const int32_t* ids, int n,
                                   float* out, cudaStream_t stream) {
   if (dim % 8 == 0 && Aligned(table, 16) && Aligned(out, 16)) {
-    EmbeddingGatherKernel<true><<<n, RowCopyThreads(dim / 8), 0, stream>>>(table, vocab, dim, ids, out);
+    LaunchStepKernel(EmbeddingGatherKernel<true>, dim3(n), dim3(RowCopyThreads(dim / 8)), 0, stream, table, vocab, dim, ids, out);
   } else {
-    EmbeddingGatherKernel<false><<<n, RowCopyThreads(dim), 0, stream>>>(table, vocab, dim, ids, out);
+    LaunchStepKernel(EmbeddingGatherKernel<false>, dim3(n), dim3(RowCopyThreads(dim)), 0, stream, table, vocab, dim, ids, out);
   }
   return cudaGetLastError();
 }
@@ -278,9 +291,9 @@ cudaError_t LaunchRmsNormZeroCentered(const float* x, const float* delta, float*
 cudaError_t LaunchGatherRows(const float* x, int dim, const int32_t* rows_idx, int n, float* out,
                              cudaStream_t stream) {
   if (dim % 4 == 0 && Aligned(x, 16) && Aligned(out, 16)) {
-    GatherRowsKernel<true><<<n, RowCopyThreads(dim / 4), 0, stream>>>(x, dim, rows_idx, out);
+    LaunchStepKernel(GatherRowsKernel<true>, dim3(n), dim3(RowCopyThreads(dim / 4)), 0, stream, x, dim, rows_idx, out);
   } else {
-    GatherRowsKernel<false><<<n, RowCopyThreads(dim), 0, stream>>>(x, dim, rows_idx, out);
+    LaunchStepKernel(GatherRowsKernel<false>, dim3(n), dim3(RowCopyThreads(dim)), 0, stream, x, dim, rows_idx, out);
   }
   return cudaGetLastError();
 }
@@ -294,9 +307,9 @@ cudaError_t LaunchSwiGlu(const float* gate, const float* up, int rows, int cols,
   const int64_t blocks = static_cast<int64_t>(rows) * col_blocks;
   if (blocks > INT32_MAX) return cudaErrorInvalidValue;
   if (vec) {
-    SwiGluKernel<true><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(gate, up, cols, ld, col_blocks, out);
+    LaunchStepKernel(SwiGluKernel<true>, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0, stream, gate, up, cols, ld, col_blocks, out);
   } else {
-    SwiGluKernel<false><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(gate, up, cols, ld, col_blocks, out);
+    LaunchStepKernel(SwiGluKernel<false>, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0, stream, gate, up, cols, ld, col_blocks, out);
   }
   return cudaGetLastError();
 }
@@ -304,14 +317,14 @@ cudaError_t LaunchSwiGlu(const float* gate, const float* up, int rows, int cols,
 cudaError_t LaunchF32ToF16(const float* x, int64_t n, __half* out, cudaStream_t stream) {
   const int64_t vecs = (Aligned(x, 16) && Aligned(out, 8)) ? n / 4 : 0;
   const int64_t tail = n - 4 * vecs;
-  F32ToF16Kernel<<<ElementwiseBlocks(vecs + tail), kElementwiseThreads, 0, stream>>>(x, vecs, tail, out);
+  LaunchStepKernel(F32ToF16Kernel, dim3(ElementwiseBlocks(vecs + tail)), dim3(kElementwiseThreads), 0, stream, x, vecs, tail, out);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchAddInPlace(float* x, const float* y, int64_t n, cudaStream_t stream) {
   const int64_t vecs = (Aligned(x, 16) && Aligned(y, 16)) ? n / 4 : 0;
   const int64_t tail = n - 4 * vecs;
-  AddInPlaceKernel<<<ElementwiseBlocks(vecs + tail), kElementwiseThreads, 0, stream>>>(x, y, vecs, tail);
+  LaunchStepKernel(AddInPlaceKernel, dim3(ElementwiseBlocks(vecs + tail)), dim3(kElementwiseThreads), 0, stream, x, y, vecs, tail);
   return cudaGetLastError();
 }
 

@@ -196,7 +196,12 @@ absl::Status CudaModelRunner::Mark(const std::string& op) {
   cudaEvent_t e = nullptr;
   CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
   op_marks_.emplace_back(op, e);
-  CUDA_RETURN_IF_ERROR(cudaEventRecord(e, stream_));
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream_, &capturing));
+  // Inside a stream capture a plain record only orders work; an external one keeps its timestamp.
+  CUDA_RETURN_IF_ERROR(capturing == cudaStreamCaptureStatusActive
+                           ? cudaEventRecordWithFlags(e, stream_, cudaEventRecordExternal)
+                           : cudaEventRecord(e, stream_));
   return absl::OkStatus();
 }
 
@@ -410,11 +415,11 @@ absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool f
     return absl::OkStatus();
   };
   profiling_ = std::exchange(profile_next_, false);
-  if (profiling_) RETURN_IF_ERROR(Mark("start"));
   if (profiling_ && decode_only && options_.cuda_graphs && S <= logit_chunk_rows_) {
     // Profiled decode step: captured with its event marks into a graph of its own, replayed once.
     CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
-    absl::Status captured = EnqueueLayers(S, S, 1);
+    absl::Status captured = Mark("start");
+    if (captured.ok()) captured = EnqueueLayers(S, S, 1);
     if (captured.ok()) captured = EnqueueHead(S, S, 0, S);
     cudaGraph_t graph = nullptr;
     const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
@@ -450,6 +455,7 @@ absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool f
     CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, stream_));
     RETURN_IF_ERROR(fetch_rows(0, S));
   } else {
+    RETURN_IF_ERROR(Mark("start"));
     RETURN_IF_ERROR(EnqueueLayers(S, T, max_seq_tokens));
     for (int r = 0; r < R; r += logit_chunk_rows_) {
       const int rows = std::min(logit_chunk_rows_, R - r);

@@ -1,0 +1,40 @@
+// Programmatic dependent launch (sm_90+) for the kernels of a model step: each is launched so that
+// it may start while its predecessor drains (hiding the launch gap and the ramp of ~500 small
+// kernels a decode step runs), and calls WaitForPriorGrids() before it reads anything an earlier
+// kernel wrote (work that reads only weights may run before it), then AllowNextGrid() to let its
+// successor launch. Every kernel in kernels/cuda does both; launched plainly, both are no-ops.
+#pragma once
+#include <cuda_runtime.h>
+
+namespace sparkserve::kernels::cuda {
+
+__device__ __forceinline__ void WaitForPriorGrids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void AllowNextGrid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialisation.
+template <typename... Params, typename... Args>
+cudaError_t LaunchStepKernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                             Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
+}  // namespace sparkserve::kernels::cuda
