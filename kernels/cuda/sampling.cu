@@ -62,7 +62,7 @@ __device__ RowStats ScanRow(const float* src, int n, float* copy_to, SampleShare
   for (int i = static_cast<int>(threadIdx.x); i < n; i += kThreads) {
     const float v = src[i];
     if (copy_to != nullptr) copy_to[i] = v;
-    if (v != v) {
+    if (IsNan(v)) {
       nan = true;
     } else if (v > best) {  // i grows: the first of equal values stays
       best = v;
@@ -371,7 +371,7 @@ __device__ int DrawFromCandidates(const float* w_row, int n, const SamplingRow& 
 // Temperature sampling of the processed row (max = its max): sampler.cc BuildDistribution + draw.
 __device__ int SampleFromDistribution(const float* w_row, int n, const SamplingRow& p, float max, SampleShared& sh,
                                       int& id) {
-  if (!isfinite(max)) return kNoFiniteLogit;
+  if (!IsFinite(max)) return kNoFiniteLogit;
   Distribution d;
   d.max = max;
   d.inv_t = __frcp_rn(p.temperature);

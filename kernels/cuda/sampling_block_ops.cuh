@@ -30,17 +30,11 @@ struct BlockScratch {
 __device__ __forceinline__ int LaneId() { return static_cast<int>(threadIdx.x) & 31; }
 __device__ __forceinline__ int WarpId() { return static_cast<int>(threadIdx.x) >> 5; }
 
-// ---- reductions (result in every thread) ----
+// NaN / finiteness from the bits (independent of any fast-math assumption).
+__device__ __forceinline__ bool IsNan(float v) { return (__float_as_uint(v) & 0x7fffffffu) > 0x7f800000u; }
+__device__ __forceinline__ bool IsFinite(float v) { return (__float_as_uint(v) & 0x7f800000u) != 0x7f800000u; }
 
-__device__ __forceinline__ float BlockMax(float v, BlockScratch& s) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
-  if (LaneId() == 0) s.f[WarpId()] = v;
-  __syncthreads();
-  float r = s.f[0];
-  for (int w = 1; w < kWarps; ++w) r = fmaxf(r, s.f[w]);
-  __syncthreads();
-  return r;
-}
+// ---- reductions (result in every thread) ----
 
 __device__ __forceinline__ double BlockSum(double v, BlockScratch& s) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
@@ -223,7 +217,7 @@ struct FloatFloat {
 // 0 below 2^-126. ExpRow(0) == 1 exactly. Used by the row-wide sums, where a 1-ulp difference to
 // the CPU's expf only moves cumulative sums by ~1e-15 of the total.
 __device__ __forceinline__ float ExpRow(float x) {
-  if (!(x >= -88.0f)) return x != x ? x : 0.0f;  // below: under 2^-126 (flushed); NaN stays NaN
+  if (!(x >= -88.0f)) return IsNan(x) ? x : 0.0f;  // below: under 2^-126 (flushed); NaN stays NaN
   const float k = rintf(__fmul_rn(x, 1.44269504088896341f));
   float r = __fmaf_rn(k, -0x1.62e430p-1f, x);
   r = __fmaf_rn(k, 0x1.05c610p-29f, r);
