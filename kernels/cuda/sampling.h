@@ -29,8 +29,9 @@ struct SamplingRow {
   double uniform = 0.0;           // the row's draw in [0, 1) (head::UniformAt on the host)
   // Sparse per-row inputs, ranges into the shared arrays below: [begin, end).
   int32_t banned_begin = 0, banned_end = 0;      // ids masked to -inf
-  int32_t bias_begin = 0, bias_end = 0;          // (id, bias) pairs
+  int32_t bias_begin = 0, bias_end = 0;          // (id, bias) pairs, distinct ids (logit_bias is a map)
   int32_t history_begin = 0, history_end = 0;    // distinct ids of prompt + output with output counts
+  // Ids outside [0, vocab) in these lists are ignored, as head::Sampler does.
 };
 
 struct SamplingInputs {
@@ -47,17 +48,21 @@ struct SamplingInputs {
 
 struct SamplingOutputs {
   int32_t* ids = nullptr;              // [rows] the sampled id (undefined when needs_host)
-  float* logprobs = nullptr;           // [rows] raw logprob of the sampled id
-  int32_t* top_ids = nullptr;          // [rows, kMaxGpuLogprobs] raw top logprobs, best first (lower id on ties)
+  float* logprobs = nullptr;           // [rows] raw logprob of the sampled id (NaN: not asked for, or status != 0)
+  int32_t* top_ids = nullptr;          // [rows, kMaxGpuLogprobs] raw top logprobs, best first (lower id on ties);
+                                       // entries past min(num_logprobs, 20, vocab): id -1, logprob -inf
   float* top_logprobs = nullptr;       // [rows, kMaxGpuLogprobs]
   // [rows] 0: done; 1: the row needs the host sampler (a truncated set past kMaxGpuCandidates);
   // 2: the row has no finite logit left or holds NaN (the host reports the error).
   int32_t* status = nullptr;
 };
 
-// Scratch for `rows` rows of `vocab`.
+// Scratch for `rows` rows of `vocab` (the processed copy of each row that has banned ids, bias or penalties).
 size_t SampleWorkspaceBytes(int rows, int vocab);
 
+// One block per row, no host synchronisation (graph-capturable). InvalidArgument on a bad shape or
+// a null pointer; per-row parameters live on the device and are not checked (num_logprobs is clamped
+// to 20, top_k <= 0 or >= vocab and top_p >= 1 mean off).
 absl::Status Sample(const SamplingInputs& in, const SamplingOutputs& out, void* workspace, cudaStream_t stream);
 
 }  // namespace sparkserve::kernels::cuda

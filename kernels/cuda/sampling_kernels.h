@@ -1,0 +1,13 @@
+// Internal to kernels/cuda: the sampling kernel's launcher (sampling.cu), called by sampling.cc after
+// the argument checks. No absl/fmt here: nvcc compiles this.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/sampling.h"
+
+namespace sparkserve::kernels::cuda {
+
+// One block of 1024 threads per row; `workspace` holds SampleWorkspaceBytes(in.rows, in.vocab).
+cudaError_t LaunchSample(const SamplingInputs& in, const SamplingOutputs& out, float* workspace, cudaStream_t stream);
+
+}  // namespace sparkserve::kernels::cuda
