@@ -112,6 +112,8 @@ int RunBenchEngine(const BenchEngineArgs& a) {
   head::Sampler sampler(vocab);
   scheduler::SamplingParams greedy;
   greedy.temperature = 0.0f;
+  model::RowSampling greedy_row;
+  greedy_row.temperature = 0.0f;
   std::mt19937 rng(1234);
   std::vector<Point> points;
   for (const int context : a.contexts) {
@@ -139,9 +141,16 @@ int RunBenchEngine(const BenchEngineArgs& a) {
           w.kv_pages = s.pages;
           plan.seqs.push_back(std::move(w));
         }
-        auto out = runner.Forward(plan);
+        // Sampling as the engine does it: on the runner's device when it can, else on the host.
+        const bool on_device = runner.samples_on_device();
+        auto out = on_device ? runner.ForwardSampled(plan, std::vector<model::RowSampling>(seqs.size(), greedy_row))
+                             : runner.Forward(plan);
         if (!out.ok()) return out.status();
         for (int s = 0; s < batch; ++s) {
+          if (on_device && out->sampled[static_cast<size_t>(s)].status == model::SampledRow::kDone) {
+            seqs[s].tokens.push_back(out->sampled[static_cast<size_t>(s)].id);
+            continue;
+          }
           head::SamplingContext ctx;
           ctx.params = &greedy;
           auto tok = sampler.Sample({out->logits.data<float>() + static_cast<int64_t>(s) * vocab,

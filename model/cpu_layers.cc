@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/half.h"
 #include "core/status.h"
 
 namespace sparkserve::model {
@@ -44,6 +45,11 @@ absl::Status AttentionForward(const LayerContext& ctx, const AttentionWeights& w
   k::ApplyPartialRope(kk.data(), T, KV, hd, c.rotary_dim(), ctx.batch.positions, c.rope.theta);
   if (ctx.observer != nullptr) [[unlikely]] {
     ctx.observer->OnKvWrite(std::string(ctx.layer_prefix) + "self_attn", kk.data(), vv.data(), T * KV * hd);
+  }
+  if (ctx.kv_bf16) {
+    for (float* t : {kk.data(), vv.data()}) {
+      for (int64_t i = 0; i < T * KV * hd; ++i) t[i] = core::Bf16ToF32(core::F32ToBf16(t[i]));
+    }
   }
   RETURN_IF_ERROR(k::WriteKv(kv, kk.data(), vv.data(), ctx.batch.seqs, ctx.batch.pages));
   std::vector<float> attn(T * H * hd);

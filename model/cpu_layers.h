@@ -37,6 +37,8 @@ struct LayerContext {
   // "mtp.layers.0."), used only to name observed modules.
   ActivationObserver* observer = nullptr;
   std::string_view layer_prefix;
+  // Store K/V rounded to bf16, as the CUDA backend's cache does (cross-backend comparisons).
+  bool kv_bf16 = false;
 };
 
 // One decoder layer: residual [T, d] updated in place. `kv` is the layer's KV pool (attention

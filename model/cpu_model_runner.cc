@@ -109,7 +109,7 @@ absl::StatusOr<StepOutput> CpuModelRunner::Forward(const StepPlan& plan) {
     state_.pending_columns()[static_cast<size_t>(s.slot)] =
         s.keep_column_states ? static_cast<int32_t>(s.tokens.size()) : 0;
   }
-  LayerContext ctx{config_, shapes_, state_, *collective_, batch, observer_, {}};
+  LayerContext ctx{config_, shapes_, state_, *collective_, batch, observer_, {}, options_.kv_bf16};
   std::string layer_prefix;
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
     if (observer_ != nullptr) {
@@ -218,7 +218,7 @@ absl::StatusOr<MtpOutput> CpuModelRunner::MtpForward(const std::vector<MtpSeqWor
   }
   const float* fc_in = observer_ != nullptr ? observer_->OnLinearInput("mtp.fc", cat.data(), T, 2 * d) : cat.data();
   k::Linear(fc_in, T, 2 * d, m.fc.data<float>(), d, x.data());
-  const LayerContext ctx{config_, shapes_, state_, *collective_, batch, observer_, "mtp.layers.0."};
+  const LayerContext ctx{config_, shapes_, state_, *collective_, batch, observer_, "mtp.layers.0.", options_.kv_bf16};
   const k::KvPool pool = state_.mtp_kv().pool();
   RETURN_IF_ERROR(DecoderLayerForward(ctx, m.layer, &pool, -1, x.data()));
   MtpOutput out;

@@ -23,6 +23,9 @@ namespace sparkserve::model {
 struct CpuRunnerOptions {
   StateOptions state;
   int32_t max_seq_len = 4096;
+  // Keep the KV cache's values rounded to bf16 (what the CUDA backend stores), so that a comparison
+  // with it measures everything else; off for the reference itself.
+  bool kv_bf16 = false;
 };
 
 // One sequence's share of an MTP forward: position start_pos + i takes the embedding of

@@ -1,6 +1,6 @@
 // `sparkserve run MODEL_DIR (--prompt T | --ids 1,2,3) [--max-new N] [--temperature 0] [--seed S]
-// [--ignore-eos] [--json]`: one-shot generation on the CPU reference backend. Greedy at
-// temperature 0; stops on the eos ids of generation_config.json (then config.json).
+// [--ignore-eos] [--json] [--backend cpu|cuda]`: one-shot generation (default: the CPU reference
+// backend). Greedy at temperature 0; stops on the eos ids of generation_config.json (then config.json).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +10,7 @@
 
 #include "head/cli/commands.h"
 #include "head/cli/model_command_args.h"
+#include "head/cli/model_runner_factory.h"
 #include "head/engine/sampler.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -24,6 +25,7 @@ struct RunArgs {
   int64_t seed = -1;
   bool ignore_eos = false;
   bool json = false;
+  std::string backend = "cpu";
 };
 
 int RunGenerate(const RunArgs& a) {
@@ -42,18 +44,23 @@ int RunGenerate(const RunArgs& a) {
     return 2;
   }
   const int64_t max_len = static_cast<int64_t>(ids->size()) + std::max(a.max_new, 1);
-  auto loaded = LoadSingleSequenceModel(a.dir, max_len);
+  RunnerSizing sizing;
+  sizing.backend = a.backend;
+  sizing.max_batch = 1;
+  sizing.max_seq_len = static_cast<int>(max_len);
+  sizing.max_step_tokens = static_cast<int>(max_len);  // the prompt in one step
+  auto loaded = LoadModelRunner(a.dir, sizing);
   if (!loaded.ok()) {
-    spdlog::error("run: loading {}: {}", a.dir, std::string(loaded.status().message()));
+    spdlog::error("run: loading {} (--backend {}): {}", a.dir, a.backend, std::string(loaded.status().message()));
     return 1;
   }
-  auto& runner = **loaded;
-  const std::vector<int32_t> eos = runner.config().stop_token_ids();
+  model::ModelRunner& runner = *loaded->runner;
+  const std::vector<int32_t> eos = loaded->config.stop_token_ids();
   // The serving engine's sampler: the same seed gives the same tokens here and through `serve`.
   scheduler::SamplingParams params;
   params.temperature = static_cast<float>(a.temperature);
   const uint64_t seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
-  Sampler sampler(static_cast<int32_t>(runner.config().vocab_size));
+  Sampler sampler(static_cast<int32_t>(loaded->config.vocab_size));
   model::SeqWork s;
   s.tokens = *ids;
   s.logits = model::LogitsWanted::kLast;
@@ -104,13 +111,14 @@ int RunGenerate(const RunArgs& a) {
 }  // namespace
 
 void AddRunCommand(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("run", "one-shot generation (CPU reference backend)");
+  auto* cmd = app.add_subcommand("run", "one-shot generation (CPU reference backend by default)");
   auto a = std::make_shared<RunArgs>();
   cmd->add_option("MODEL_DIR", a->dir, "model directory (config.json + safetensors)")->required();
   auto* prompt = cmd->add_option("--prompt", a->prompt, "prompt text, encoded with MODEL_DIR/tokenizer.json");
   auto* ids = cmd->add_option("--ids", a->ids, "prompt token ids, e.g. 1,2,3");
   ids->excludes(prompt);
   cmd->add_option("--max-new", a->max_new, "tokens to generate at most (default 16)");
+  cmd->add_option("--backend", a->backend, "cpu|cuda (default cpu)");
   cmd->add_option("--temperature", a->temperature, "0 = greedy (default 0)");
   cmd->add_option("--seed", a->seed, "sampling seed (default: random)");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "do not stop on the model's eos ids");
