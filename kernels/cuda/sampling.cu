@@ -4,8 +4,8 @@
 //      then banned -> -inf, + logit_bias, penalties on the copy and the stats of the processed row;
 //   2. raw log-sum-exp and the top raw logprobs (exact top-k selection, below);
 //   3. greedy: the processed argmax (lowest id on ties); else the distribution of sampler.cc:
-//      - no top_k/top_p: the draw walks the eligible tokens in id order: per-thread chunk sums, a
-//        block scan, then one warp narrows the chunk down to the token (a 3-level prefix search);
+//      - no top_k/top_p: the draw walks the eligible tokens in id order: per-chunk sums (a warp a
+//        chunk, coalesced), a block scan, then one warp narrows the chunk down to the token;
 //      - top_k and/or top_p: the candidates (top_k, or the best kMaxGpuCandidates for top_p alone)
 //        are selected exactly by a radix search on (logit, -id) keys (11-bit digits, histogram in
 //        shared memory, stopping once <= kSortCap keys qualify), bitonic-sorted in shared memory,
@@ -58,7 +58,7 @@ __device__ RowStats ScanRow(const float* src, int n, float* copy_to, SampleShare
   float best = -kInf;
   int best_id = INT_MAX;
   bool nan = false;
-#pragma unroll 1  // unrolling this loop makes the kernel spill at 64 registers (1024 threads)
+#pragma unroll 4
   for (int i = static_cast<int>(threadIdx.x); i < n; i += kThreads) {
     const float v = src[i];
     if (copy_to != nullptr) copy_to[i] = v;
@@ -221,20 +221,26 @@ struct Distribution {
 };
 
 // No truncation: the first eligible token in id order whose cumulative weight passes u * total
-// (sampler.cc's cumulative sum of w / total), else the last token with weight. Three levels: 1024
-// contiguous chunks (one per thread), 32 sub-chunks of the chosen chunk (warp 0), the elements of
-// the chosen sub-chunk (one lane). Sums differ from the CPU's sequential ones only by rounding; where
-// the levels disagree by rounding, the last token with weight of the chosen range is taken.
+// (sampler.cc's cumulative sum of w / total), else the last token with weight. Three levels: <= 1024
+// contiguous chunks of a multiple of 32 elements (each summed by one warp with coalesced loads),
+// 32 sub-chunks of the chosen chunk (warp 0), the elements of the chosen sub-chunk (one lane). Sums
+// differ from the CPU's sequential ones only by rounding; where the levels disagree by rounding, the
+// last token with weight of the chosen range is taken.
 // Returns -1 only if no token has weight (not possible when the max is eligible).
 __device__ int DrawInIdOrder(const float* w_row, int n, const Distribution& d, double u, SampleShared& sh) {
   const int t = static_cast<int>(threadIdx.x);
-  const int chunk = (n + kThreads - 1) / kThreads;
-  const int begin = min(n, t * chunk), end = min(n, begin + chunk);
-  FloatFloat acc;
-  for (int i = begin; i < end; ++i) acc.Add(d.RowWeight(w_row[i]));
-  const double s = acc.Value();
-  const double incl = BlockInclusiveScan(s, sh.scratch);
-  double* prefix = reinterpret_cast<double*>(sh.keys);
+  const int chunk = 32 * ((n + 32 * kThreads - 1) / (32 * kThreads));  // chunks * chunk >= n, chunks <= kThreads
+  double* prefix = reinterpret_cast<double*>(sh.keys);                 // [kThreads]: chunk sums, then prefixes
+  for (int c = WarpId(); c < kThreads; c += kWarps) {
+    const int cb = min(n, c * chunk), ce = min(n, cb + chunk);
+    FloatFloat a;
+    for (int i = cb + LaneId(); i < ce; i += 32) a.Add(d.RowWeight(w_row[i]));
+    a.WarpReduce();
+    if (LaneId() == 0) prefix[c] = a.Value();
+  }
+  __syncthreads();
+  const double s = prefix[t];
+  const double incl = BlockInclusiveScan(s, sh.scratch);  // every thread has read its sum: reuse
   prefix[t] = incl;
   if (t == kThreads - 1) sh.total = incl;
   __syncthreads();
@@ -245,7 +251,7 @@ __device__ int DrawInIdOrder(const float* w_row, int n, const Distribution& d, d
   const double base = owner > 0 ? prefix[owner - 1] : 0.0;
   if (WarpId() == 0) {
     const int cb = min(n, owner * chunk), ce = min(n, cb + chunk);
-    const int sub = (chunk + 31) / 32;
+    const int sub = chunk / 32;
     const int lb = min(ce, cb + LaneId() * sub), le = min(ce, lb + sub);
     FloatFloat a;
     for (int i = lb; i < le; ++i) a.Add(d.RowWeight(w_row[i]));
@@ -392,7 +398,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SamplingInputs in, Samp
   const int row = static_cast<int>(blockIdx.x);
   const int n = in.vocab;
   const int t = static_cast<int>(threadIdx.x);
-  const SamplingRow p = in.params[row];
+  const SamplingRow& p = in.params[row];  // read field by field where used: fewer live registers
   const float* raw = in.logits + static_cast<size_t>(row) * n;
   const bool has_history = p.history_end > p.history_begin &&
                            (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f);

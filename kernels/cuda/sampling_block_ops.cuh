@@ -210,6 +210,18 @@ struct FloatFloat {
     hi = s;
     lo = __fadd_rn(lo, err);
   }
+  // Sum over the 32 lanes of a warp, in every lane (the butterfly is exact in hi, so all lanes agree).
+  __device__ __forceinline__ void WarpReduce() {
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ohi = __shfl_xor_sync(kFullMask, hi, o);
+      const float olo = __shfl_xor_sync(kFullMask, lo, o);
+      const float s = __fadd_rn(hi, ohi);
+      const float bb = __fsub_rn(s, hi);
+      const float err = __fadd_rn(__fsub_rn(hi, __fsub_rn(s, bb)), __fsub_rn(ohi, bb));
+      hi = s;
+      lo = __fadd_rn(__fadd_rn(lo, olo), err);
+    }
+  }
   __device__ __forceinline__ double Value() const { return static_cast<double>(hi) + static_cast<double>(lo); }
 };
 
