@@ -89,8 +89,22 @@ size_t DecodeLinearWorkspaceBytes(int out, int in, int rows) {
   return static_cast<size_t>(p.num_splits) * rows * out * sizeof(float);
 }
 
-absl::Status Nvfp4DecodeLinear(const Nvfp4LinearDevice& w, const __half* x, int rows, float* y, void* workspace,
-                               cudaStream_t stream) {
+namespace {
+
+absl::Status CheckActivation(const DecodeActivation& x) {
+  using K = DecodeActivation::Kind;
+  const bool ok = (x.kind == K::kF16 && x.x != nullptr) ||
+                  (x.kind == K::kSwiGlu && x.gate_up != nullptr && x.ld > 0 && x.up_offset > 0) ||
+                  (x.kind == K::kRmsNorm && x.residual != nullptr && x.norm_weight != nullptr && x.eps >= 0.f);
+  if (!ok) return absl::InvalidArgumentError("decode linear: incomplete activation source");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Nvfp4DecodeLinear(const Nvfp4LinearDevice& w, const DecodeActivation& x, int rows, float* y,
+                               void* workspace, cudaStream_t stream) {
+  RETURN_IF_ERROR(CheckActivation(x));
   RETURN_IF_ERROR(CheckRows(rows));
   if (w.in % kNvfp4Step != 0 || w.out < 1) {
     return absl::InvalidArgumentError(fmt::format("nvfp4 decode linear needs in % 128 == 0 (got [{}, {}])", w.out, w.in));
@@ -98,8 +112,9 @@ absl::Status Nvfp4DecodeLinear(const Nvfp4LinearDevice& w, const __half* x, int 
   return CudaStatus(LaunchNvfp4Decode(w, x, rows, y, static_cast<float*>(workspace), stream), "nvfp4 decode linear");
 }
 
-absl::Status Fp8DecodeLinear(const Fp8LinearDevice& w, const __half* x, int rows, float* y, void* workspace,
+absl::Status Fp8DecodeLinear(const Fp8LinearDevice& w, const DecodeActivation& x, int rows, float* y, void* workspace,
                              cudaStream_t stream) {
+  RETURN_IF_ERROR(CheckActivation(x));
   RETURN_IF_ERROR(CheckRows(rows));
   if (w.in % kFp8Step != 0 || w.out < 1) {
     return absl::InvalidArgumentError(fmt::format("fp8 decode linear needs in % 64 == 0 (got [{}, {}])", w.out, w.in));

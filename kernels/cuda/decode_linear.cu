@@ -62,14 +62,66 @@ __device__ __forceinline__ uint32_t E4m3PairToHalf2Bits(uint32_t two_codes) {
   return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
 }
 
-// Copies the block's K range of the activations into shared memory: xs[r][k - k0], r < rows.
-__device__ __forceinline__ void StageActivations(const __half* __restrict__ x, int rows, int in, int k0, int klen,
+__device__ __forceinline__ __half SaturatedHalf(float v) {  // +-65504 at most; NaN stays NaN
+  return __float2half_rn(v > 65504.f ? 65504.f : (v < -65504.f ? -65504.f : v));
+}
+
+// Sum of `v` over the block (blockDim.x == kDecodeWarpsPerBlock * 32); every thread gets it.
+__device__ __forceinline__ float BlockSum(float v, float* scratch) {
+#pragma unroll
+  for (int off = 16; off >= 1; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  __syncthreads();  // scratch is free (an earlier call's readers are done)
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  float sum = 0.f;
+#pragma unroll
+  for (int w = 0; w < kDecodeWarpsPerBlock; ++w) sum += scratch[w];
+  return sum;
+}
+
+// Stages the block's K range of the input rows into shared memory, xs[r][k - k0] for r < rows,
+// from the source `a` describes (decode_linear.h: DecodeActivation).
+__device__ __forceinline__ void StageActivations(const DecodeActivation& a, int rows, int in, int k0, int klen,
                                                  __half* xs) {
-  const int vecs = klen / 8;  // 16-byte vectors per row
-  for (int i = threadIdx.x; i < rows * vecs; i += blockDim.x) {
-    const int r = i / vecs, v = i % vecs;
-    reinterpret_cast<uint4*>(xs + r * klen)[v] =
-        __ldg(reinterpret_cast<const uint4*>(x + static_cast<size_t>(r) * in + k0) + v);
+  using K = DecodeActivation::Kind;
+  if (a.kind == K::kF16) {
+    const int vecs = klen / 8;  // 16-byte vectors per row
+    for (int i = threadIdx.x; i < rows * vecs; i += blockDim.x) {
+      const int r = i / vecs, v = i % vecs;
+      reinterpret_cast<uint4*>(xs + r * klen)[v] =
+          __ldg(reinterpret_cast<const uint4*>(a.x + static_cast<size_t>(r) * in + k0) + v);
+    }
+  } else if (a.kind == K::kSwiGlu) {
+    for (int i = threadIdx.x; i < rows * klen; i += blockDim.x) {
+      const int r = i / klen, k = k0 + i % klen;
+      const float g = a.gate_up[static_cast<size_t>(r) * a.ld + k];
+      const float u = a.gate_up[static_cast<size_t>(r) * a.ld + a.up_offset + k];
+      xs[i] = SaturatedHalf(g / (1.0f + __expf(-g)) * u);
+    }
+  } else {  // kRmsNorm: whole rows for the statistics, this block's K range staged
+    __shared__ float scratch[kDecodeWarpsPerBlock];
+    const bool writer = blockIdx.x == 0 && blockIdx.y == 0;
+    for (int r = 0; r < rows; ++r) {
+      const float* res = a.residual + static_cast<size_t>(r) * in;
+      const float* del = a.delta ? a.delta + static_cast<size_t>(r) * in : nullptr;
+      float ss = 0.f;
+      for (int k = threadIdx.x; k < in; k += blockDim.x) {
+        const float v = res[k] + (del ? del[k] : 0.f);
+        ss += v * v;
+      }
+      const float inv = rsqrtf(BlockSum(ss, scratch) / static_cast<float>(in) + a.eps);
+      if (writer) {
+        for (int k = threadIdx.x; k < in; k += blockDim.x) {
+          const float v = res[k] + (del ? del[k] : 0.f);
+          if (a.residual_out) a.residual_out[static_cast<size_t>(r) * in + k] = v;
+          if (a.x_out) a.x_out[static_cast<size_t>(r) * in + k] = SaturatedHalf(v * inv * (1.0f + a.norm_weight[k]));
+        }
+      }
+      for (int k = threadIdx.x; k < klen; k += blockDim.x) {
+        const float v = res[k0 + k] + (del ? del[k0 + k] : 0.f);
+        xs[r * klen + k] = SaturatedHalf(v * inv * (1.0f + a.norm_weight[k0 + k]));
+      }
+    }
   }
   __syncthreads();
 }
@@ -92,7 +144,7 @@ __device__ __forceinline__ void StorePartial(const float acc[4], int tile, int q
 // grid: (ceil(tiles / warps_per_block), num_splits); dynamic shared memory: rows * klen fp16.
 __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32)
     Nvfp4DecodeKernel(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ scales,
-                      const __half* __restrict__ x, int rows, int out, int in, int tiles, int steps_per_split,
+                      const DecodeActivation x, int rows, int out, int in, int tiles, int steps_per_split,
                       float* __restrict__ partial) {
   extern __shared__ __align__(16) __half xs[];
   const int steps = in / kNvfp4Step;
@@ -168,7 +220,7 @@ __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32)
 }
 
 __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32)
-    Fp8DecodeKernel(const uint8_t* __restrict__ weight, const __half* __restrict__ x, int rows, int out, int in,
+    Fp8DecodeKernel(const uint8_t* __restrict__ weight, const DecodeActivation x, int rows, int out, int in,
                     int tiles, int steps_per_split, float* __restrict__ partial) {
   extern __shared__ __align__(16) __half xs[];
   const int steps = in / kFp8Step;
@@ -274,8 +326,8 @@ SplitPlan PlanSplits(int out, int steps) {
   return p;
 }
 
-cudaError_t LaunchNvfp4Decode(const Nvfp4LinearDevice& w, const __half* x, int rows, float* y, float* partial,
-                              cudaStream_t stream) {
+cudaError_t LaunchNvfp4Decode(const Nvfp4LinearDevice& w, const DecodeActivation& x, int rows, float* y,
+                              float* partial, cudaStream_t stream) {
   const SplitPlan p = PlanSplits(w.out, w.in / kNvfp4Step);
   const size_t smem = static_cast<size_t>(rows) * p.steps_per_split * kNvfp4Step * sizeof(__half);
   cudaError_t err = AllowSharedMemory(Nvfp4DecodeKernel, smem);
@@ -293,7 +345,7 @@ cudaError_t LaunchNvfp4Decode(const Nvfp4LinearDevice& w, const __half* x, int r
   return cudaGetLastError();
 }
 
-cudaError_t LaunchFp8Decode(const Fp8LinearDevice& w, const __half* x, int rows, float* y, float* partial,
+cudaError_t LaunchFp8Decode(const Fp8LinearDevice& w, const DecodeActivation& x, int rows, float* y, float* partial,
                             cudaStream_t stream) {
   const SplitPlan p = PlanSplits(w.out, w.in / kFp8Step);
   const size_t smem = static_cast<size_t>(rows) * p.steps_per_split * kFp8Step * sizeof(__half);

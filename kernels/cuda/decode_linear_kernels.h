@@ -19,9 +19,9 @@ struct SplitPlan {
 };
 SplitPlan PlanSplits(int out, int steps);
 
-cudaError_t LaunchNvfp4Decode(const Nvfp4LinearDevice& w, const __half* x, int rows, float* y, float* partial,
-                              cudaStream_t stream);
-cudaError_t LaunchFp8Decode(const Fp8LinearDevice& w, const __half* x, int rows, float* y, float* partial,
+cudaError_t LaunchNvfp4Decode(const Nvfp4LinearDevice& w, const DecodeActivation& x, int rows, float* y,
+                              float* partial, cudaStream_t stream);
+cudaError_t LaunchFp8Decode(const Fp8LinearDevice& w, const DecodeActivation& x, int rows, float* y, float* partial,
                             cudaStream_t stream);
 cudaError_t LaunchBf16ToF16(const void* x_bf16, __half* x_f16, int64_t n, cudaStream_t stream);
 

@@ -155,13 +155,17 @@ size_t CudaLinear::workspace_bytes(int rows) const {
   return kc::DecodeLinearWorkspaceBytes(out_, in_, std::min(rows, kc::kMaxDecodeRows));
 }
 
-absl::Status CudaLinear::Run(const __half* x, int rows, float* y, void* workspace, cudaStream_t stream) const {
+absl::Status CudaLinear::Run(const kc::DecodeActivation& x, int rows, float* y, void* workspace,
+                             cudaStream_t stream) const {
   if (kind_ == CudaLinearKind::kBf16) {
-    return kc::DenseLinearBf16(dense_view_ != nullptr ? dense_view_ : dense_.data(), out_, in_, x, rows, y, stream);
+    if (x.kind != kc::DecodeActivation::Kind::kF16) {
+      return absl::InvalidArgumentError(fmt::format("{}: a bf16 linear takes f16 rows only", name_));
+    }
+    return kc::DenseLinearBf16(dense_view_ != nullptr ? dense_view_ : dense_.data(), out_, in_, x.x, rows, y, stream);
   }
   for (int r = 0; r < rows; r += kc::kMaxDecodeRows) {
     const int n = std::min(kc::kMaxDecodeRows, rows - r);
-    const __half* xr = x + static_cast<int64_t>(r) * in_;
+    const kc::DecodeActivation xr = x.FromRow(r, in_);
     float* yr = y + static_cast<int64_t>(r) * out_;
     if (kind_ == CudaLinearKind::kNvfp4) {
       const kc::Nvfp4LinearDevice w{codes_.data(), group_scales_.data(), global_scale_, out_, in_,

@@ -70,7 +70,7 @@ if want 4b; then
   rc=${PIPESTATUS[0]}
   record model-4b "$rc" "$(grep '^\[model\]' "$LOG_DIR/model_4b.log" | sed 's/.*graphs=1: //')"
   "$BIN/sparkserve" bench engine "$M4B" --batch "${BENCH_BATCH:-1,8}" --context "${BENCH_CONTEXT:-0,8192}" \
-    --steps 64 --repeats 3 --json "$LOG_DIR/bench_engine.json" 2>&1 | tee "$LOG_DIR/bench_engine.log"
+    --steps 64 --repeats 3 ${BENCH_PROFILE:+--profile} --json "$LOG_DIR/bench_engine.json" 2>&1 | tee "$LOG_DIR/bench_engine.log"
   record engine "${PIPESTATUS[0]}" "$(awk '$1=="1" && $2=="0" {print "batch 1: " $3 " tok/s, " $7 " of floor"}' "$LOG_DIR/bench_engine.log")"
   # The server at batch 1: a streaming client, one request at a time.
   "$BIN/sparkserve" serve "$M4B" --backend cuda --port 0 --max-batch 8 --max-seq-len 4096 >"$LOG_DIR/serve_4b.out" 2>"$LOG_DIR/serve_4b.err" &
@@ -96,6 +96,6 @@ done
 echo "== gpu suite summary =="
 printf '%s\n' "${SUMMARY[@]}"
 [ -f "$LOG_DIR/kernel_check.log" ] && sed -n "/^kernel  *us/,\$p" "$LOG_DIR/kernel_check.log"
-[ -f "$LOG_DIR/bench_engine.log" ] && grep -A20 '^bench engine:' "$LOG_DIR/bench_engine.log" | grep -v INFO
+[ -f "$LOG_DIR/bench_engine.log" ] && grep -v '\[info\]' "$LOG_DIR/bench_engine.log"
 echo "gpu suite: $([ $status = 0 ] && echo PASS || echo FAIL)"
 exit $status
