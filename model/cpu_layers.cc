@@ -1,6 +1,7 @@
 // Gated attention, Gated DeltaNet and SwiGLU MLP over a ragged batch (CPU fp32), FORMATS.md §1.
 #include "model/cpu_layers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -13,6 +14,13 @@ namespace {
 namespace k = kernels::cpu;
 
 const float* F(const core::Tensor& t) { return t.data<float>(); }
+
+// With ctx.linear_inputs_f16, rounds a linear's input rows to f16 (saturating), as the CUDA backend
+// feeds its tensor cores.
+void RoundLinearInput(const LayerContext& ctx, float* x, int64_t n) {
+  if (!ctx.linear_inputs_f16) return;
+  for (int64_t i = 0; i < n; ++i) x[i] = core::F16ToF32(core::F32ToF16(std::clamp(x[i], -65504.0f, 65504.0f)));
+}
 
 // The input Linear module ctx.layer_prefix + `module` reads: x [rows, in], or with an observer
 // set, what it returns for x.
@@ -56,6 +64,7 @@ absl::Status AttentionForward(const LayerContext& ctx, const AttentionWeights& w
   k::PagedAttention(kv, q.data(), H, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
                     ctx.batch.seqs, ctx.batch.pages, attn.data());
   k::MulSigmoid(attn.data(), gate.data(), T * H * hd);
+  RoundLinearInput(ctx, attn.data(), T * H * hd);
   k::Linear(In(ctx, "self_attn.o_proj", attn.data(), T, H * hd), T, H * hd, F(w.o_proj), d, out);
   return absl::OkStatus();
 }
@@ -102,6 +111,7 @@ void GdnForward(const LayerContext& ctx, const GdnWeights& w, int32_t gi, const 
                     core_out.data());
   k::GatedRmsNorm(core_out.data(), z.data(), F(w.norm), T * nv, dv, static_cast<float>(c.rms_norm_eps),
                   core_out.data());
+  RoundLinearInput(ctx, core_out.data(), T * nv * dv);
   k::Linear(In(ctx, "linear_attn.out_proj", core_out.data(), T, nv * dv), T, nv * dv, F(w.out_proj), d, out);
 }
 
@@ -111,6 +121,7 @@ void MlpForward(const LayerContext& ctx, const MlpWeights& w, const float* x, fl
   k::Linear(In(ctx, "mlp.gate_proj", x, T, d), T, d, F(w.gate_proj), f, gate.data());
   k::Linear(In(ctx, "mlp.up_proj", x, T, d), T, d, F(w.up_proj), f, up.data());
   k::SwiGlu(gate.data(), up.data(), T * f, gate.data());
+  RoundLinearInput(ctx, gate.data(), T * f);
   k::Linear(In(ctx, "mlp.down_proj", gate.data(), T, f), T, f, F(w.down_proj), d, out);
 }
 
@@ -122,6 +133,7 @@ absl::Status DecoderLayerForward(const LayerContext& ctx, const LayerWeights& w,
   const float eps = static_cast<float>(ctx.config.rms_norm_eps);
   std::vector<float> normed(T * d), delta(T * d);
   k::RmsNormZeroCentered(residual, F(w.input_layernorm), T, d, eps, normed.data());
+  RoundLinearInput(ctx, normed.data(), T * d);
   if (w.type == LayerType::kFullAttention) {
     RETURN_IF_ERROR(AttentionForward(ctx, w.attn, *kv, normed.data(), delta.data()));
   } else {
@@ -129,6 +141,7 @@ absl::Status DecoderLayerForward(const LayerContext& ctx, const LayerWeights& w,
   }
   RETURN_IF_ERROR(ctx.collective.AllReduceSum(delta));
   k::AddRmsNormZeroCentered(residual, delta.data(), F(w.post_attention_layernorm), T, d, eps, normed.data());
+  RoundLinearInput(ctx, normed.data(), T * d);
   MlpForward(ctx, w.mlp, normed.data(), delta.data());
   RETURN_IF_ERROR(ctx.collective.AllReduceSum(delta));
   k::AddInPlace(residual, delta.data(), T * d);

@@ -37,8 +37,10 @@ struct LayerContext {
   // "mtp.layers.0."), used only to name observed modules.
   ActivationObserver* observer = nullptr;
   std::string_view layer_prefix;
-  // Store K/V rounded to bf16, as the CUDA backend's cache does (cross-backend comparisons).
+  // Cross-backend comparisons: store K/V rounded to bf16 and round every linear's input rows to
+  // f16, as the CUDA backend does.
   bool kv_bf16 = false;
+  bool linear_inputs_f16 = false;
 };
 
 // One decoder layer: residual [T, d] updated in place. `kv` is the layer's KV pool (attention

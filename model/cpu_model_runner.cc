@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/half.h"
 #include "core/status.h"
 #include "fmt/format.h"
 #include "kernels/cpu/ops.h"
@@ -64,6 +65,12 @@ absl::StatusOr<core::Tensor> CpuModelRunner::LmHead(const float* rows, int64_t R
   core::Tensor logits = core::Tensor::Empty({R, V}, core::DType::kF32);
   if (R == 0) return logits;
   if (observer_ != nullptr) rows = observer_->OnLinearInput("lm_head", rows, R, d);
+  std::vector<float> rounded;
+  if (options_.linear_inputs_f16) {
+    rounded.assign(rows, rows + R * d);
+    for (float& v : rounded) v = core::F16ToF32(core::F32ToF16(std::clamp(v, -65504.0f, 65504.0f)));
+    rows = rounded.data();
+  }
   if (plan_.world == 1) {
     k::Linear(rows, R, d, weights_.lm_head.data<float>(), V, logits.data<float>());
     return logits;
@@ -109,7 +116,8 @@ absl::StatusOr<StepOutput> CpuModelRunner::Forward(const StepPlan& plan) {
     state_.pending_columns()[static_cast<size_t>(s.slot)] =
         s.keep_column_states ? static_cast<int32_t>(s.tokens.size()) : 0;
   }
-  LayerContext ctx{config_, shapes_, state_, *collective_, batch, observer_, {}, options_.kv_bf16};
+  LayerContext ctx{config_, shapes_, state_, *collective_, batch, observer_, {}, options_.kv_bf16,
+                   options_.linear_inputs_f16};
   std::string layer_prefix;
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
     if (observer_ != nullptr) {
@@ -218,7 +226,8 @@ absl::StatusOr<MtpOutput> CpuModelRunner::MtpForward(const std::vector<MtpSeqWor
   }
   const float* fc_in = observer_ != nullptr ? observer_->OnLinearInput("mtp.fc", cat.data(), T, 2 * d) : cat.data();
   k::Linear(fc_in, T, 2 * d, m.fc.data<float>(), d, x.data());
-  const LayerContext ctx{config_, shapes_, state_, *collective_, batch, observer_, "mtp.layers.0.", options_.kv_bf16};
+  const LayerContext ctx{config_, shapes_, state_, *collective_, batch, observer_, "mtp.layers.0.", options_.kv_bf16,
+                         options_.linear_inputs_f16};
   const k::KvPool pool = state_.mtp_kv().pool();
   RETURN_IF_ERROR(DecoderLayerForward(ctx, m.layer, &pool, -1, x.data()));
   MtpOutput out;

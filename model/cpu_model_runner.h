@@ -23,9 +23,10 @@ namespace sparkserve::model {
 struct CpuRunnerOptions {
   StateOptions state;
   int32_t max_seq_len = 4096;
-  // Keep the KV cache's values rounded to bf16 (what the CUDA backend stores), so that a comparison
-  // with it measures everything else; off for the reference itself.
+  // Round the KV cache's values to bf16 and every linear's input rows (lm_head's too) to f16, as the
+  // CUDA backend does, so that a comparison with it measures everything else; off for the reference.
   bool kv_bf16 = false;
+  bool linear_inputs_f16 = false;
 };
 
 // One sequence's share of an MTP forward: position start_pos + i takes the embedding of

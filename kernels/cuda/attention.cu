@@ -555,8 +555,8 @@ cudaError_t LaunchQkNormRopeKvWrite(const QkvInput& in, const float* q_norm, con
                                     const KvPoolDevice& kv, float* q_out, cudaStream_t stream) {
   const size_t smem = (static_cast<size_t>(rot_dim / 2) * 2 + static_cast<size_t>(kWriteThreads / 32) * kv.head_dim) *
                       sizeof(float);
-  LaunchStepKernel(QkNormRopeKvWriteKernel, dim3(batch.num_tokens), dim3(kWriteThreads), smem, stream, in, q_norm, k_norm, eps, heads, rot_dim,
-                                                                             rope_theta, batch, kv, q_out);
+  LaunchStepKernel(QkNormRopeKvWriteKernel, dim3(batch.num_tokens), dim3(kWriteThreads), smem, stream, in, q_norm,
+                   k_norm, eps, heads, rot_dim, rope_theta, batch, kv, q_out);
   return cudaGetLastError();
 }
 

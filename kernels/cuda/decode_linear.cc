@@ -91,35 +91,38 @@ size_t DecodeLinearWorkspaceBytes(int out, int in, int rows) {
 
 namespace {
 
-absl::Status CheckActivation(const DecodeActivation& x) {
-  using K = DecodeActivation::Kind;
-  const bool ok = (x.kind == K::kF16 && x.x != nullptr) ||
-                  (x.kind == K::kSwiGlu && x.gate_up != nullptr && x.ld > 0 && x.up_offset > 0) ||
-                  (x.kind == K::kRmsNorm && x.residual != nullptr && x.norm_weight != nullptr && x.eps >= 0.f);
-  if (!ok) return absl::InvalidArgumentError("decode linear: incomplete activation source");
+absl::Status CheckEpilogue(const DecodeEpilogue& e, int out, float* y) {
+  using K = DecodeEpilogue::Kind;
+  const bool ok = (e.kind == K::kStore && y != nullptr) ||
+                  (e.kind == K::kSwiGlu && e.x_out != nullptr && out % 2 == 0) ||
+                  (e.kind == K::kAddRmsNorm && e.x_out != nullptr && e.residual != nullptr && e.norm_weight != nullptr &&
+                   e.eps >= 0.f);
+  if (!ok) return absl::InvalidArgumentError(fmt::format("decode linear: incomplete epilogue for {} outputs", out));
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status Nvfp4DecodeLinear(const Nvfp4LinearDevice& w, const DecodeActivation& x, int rows, float* y,
-                               void* workspace, cudaStream_t stream) {
-  RETURN_IF_ERROR(CheckActivation(x));
+absl::Status Nvfp4DecodeLinear(const Nvfp4LinearDevice& w, const __half* x, int rows, float* y, void* workspace,
+                               cudaStream_t stream, const DecodeEpilogue& epilogue) {
   RETURN_IF_ERROR(CheckRows(rows));
+  RETURN_IF_ERROR(CheckEpilogue(epilogue, w.out, y));
   if (w.in % kNvfp4Step != 0 || w.out < 1) {
     return absl::InvalidArgumentError(fmt::format("nvfp4 decode linear needs in % 128 == 0 (got [{}, {}])", w.out, w.in));
   }
-  return CudaStatus(LaunchNvfp4Decode(w, x, rows, y, static_cast<float*>(workspace), stream), "nvfp4 decode linear");
+  return CudaStatus(LaunchNvfp4Decode(w, x, rows, y, static_cast<float*>(workspace), epilogue, stream),
+                    "nvfp4 decode linear");
 }
 
-absl::Status Fp8DecodeLinear(const Fp8LinearDevice& w, const DecodeActivation& x, int rows, float* y, void* workspace,
-                             cudaStream_t stream) {
-  RETURN_IF_ERROR(CheckActivation(x));
+absl::Status Fp8DecodeLinear(const Fp8LinearDevice& w, const __half* x, int rows, float* y, void* workspace,
+                             cudaStream_t stream, const DecodeEpilogue& epilogue) {
   RETURN_IF_ERROR(CheckRows(rows));
+  RETURN_IF_ERROR(CheckEpilogue(epilogue, w.out, y));
   if (w.in % kFp8Step != 0 || w.out < 1) {
     return absl::InvalidArgumentError(fmt::format("fp8 decode linear needs in % 64 == 0 (got [{}, {}])", w.out, w.in));
   }
-  return CudaStatus(LaunchFp8Decode(w, x, rows, y, static_cast<float*>(workspace), stream), "fp8 decode linear");
+  return CudaStatus(LaunchFp8Decode(w, x, rows, y, static_cast<float*>(workspace), epilogue, stream),
+                    "fp8 decode linear");
 }
 
 absl::Status Bf16ToF16(const void* x_bf16, __half* x_f16, int64_t n, cudaStream_t stream) {

@@ -1,6 +1,7 @@
 // Decode GEMV on tensor cores. Each warp computes a 16-row tile of W against up to 8 activation
 // rows (mma.m16n8k16: A = dequantised weights, B = activations, fp32 accumulators) over one K
-// split; a second kernel sums the splits and applies the per-tensor/per-channel scale.
+// split; a second kernel sums the splits, applies the per-tensor/per-channel scale and the linear's
+// epilogue (store, SwiGLU, or residual add + RMSNorm: decode_linear.h).
 //
 // Lane layout (lane = 4 * q + t): rows q and q + 8 of the tile, activation row q, and within every
 // 16-element K group the 4 contiguous elements 4t..4t+3 (mma k-slots 2t, 2t+1, 2t+8, 2t+9; any
@@ -62,66 +63,14 @@ __device__ __forceinline__ uint32_t E4m3PairToHalf2Bits(uint32_t two_codes) {
   return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
 }
 
-__device__ __forceinline__ __half SaturatedHalf(float v) {  // +-65504 at most; NaN stays NaN
-  return __float2half_rn(v > 65504.f ? 65504.f : (v < -65504.f ? -65504.f : v));
-}
-
-// Sum of `v` over the block (blockDim.x == kDecodeWarpsPerBlock * 32); every thread gets it.
-__device__ __forceinline__ float BlockSum(float v, float* scratch) {
-#pragma unroll
-  for (int off = 16; off >= 1; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-  __syncthreads();  // scratch is free (an earlier call's readers are done)
-  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
-  __syncthreads();
-  float sum = 0.f;
-#pragma unroll
-  for (int w = 0; w < kDecodeWarpsPerBlock; ++w) sum += scratch[w];
-  return sum;
-}
-
-// Stages the block's K range of the input rows into shared memory, xs[r][k - k0] for r < rows,
-// from the source `a` describes (decode_linear.h: DecodeActivation).
-__device__ __forceinline__ void StageActivations(const DecodeActivation& a, int rows, int in, int k0, int klen,
+// Copies the block's K range of the activations into shared memory: xs[r][k - k0], r < rows.
+__device__ __forceinline__ void StageActivations(const __half* __restrict__ x, int rows, int in, int k0, int klen,
                                                  __half* xs) {
-  using K = DecodeActivation::Kind;
-  if (a.kind == K::kF16) {
-    const int vecs = klen / 8;  // 16-byte vectors per row
-    for (int i = threadIdx.x; i < rows * vecs; i += blockDim.x) {
-      const int r = i / vecs, v = i % vecs;
-      reinterpret_cast<uint4*>(xs + r * klen)[v] =
-          __ldg(reinterpret_cast<const uint4*>(a.x + static_cast<size_t>(r) * in + k0) + v);
-    }
-  } else if (a.kind == K::kSwiGlu) {
-    for (int i = threadIdx.x; i < rows * klen; i += blockDim.x) {
-      const int r = i / klen, k = k0 + i % klen;
-      const float g = a.gate_up[static_cast<size_t>(r) * a.ld + k];
-      const float u = a.gate_up[static_cast<size_t>(r) * a.ld + a.up_offset + k];
-      xs[i] = SaturatedHalf(g / (1.0f + __expf(-g)) * u);
-    }
-  } else {  // kRmsNorm: whole rows for the statistics, this block's K range staged
-    __shared__ float scratch[kDecodeWarpsPerBlock];
-    const bool writer = blockIdx.x == 0 && blockIdx.y == 0;
-    for (int r = 0; r < rows; ++r) {
-      const float* res = a.residual + static_cast<size_t>(r) * in;
-      const float* del = a.delta ? a.delta + static_cast<size_t>(r) * in : nullptr;
-      float ss = 0.f;
-      for (int k = threadIdx.x; k < in; k += blockDim.x) {
-        const float v = res[k] + (del ? del[k] : 0.f);
-        ss += v * v;
-      }
-      const float inv = rsqrtf(BlockSum(ss, scratch) / static_cast<float>(in) + a.eps);
-      if (writer) {
-        for (int k = threadIdx.x; k < in; k += blockDim.x) {
-          const float v = res[k] + (del ? del[k] : 0.f);
-          if (a.residual_out) a.residual_out[static_cast<size_t>(r) * in + k] = v;
-          if (a.x_out) a.x_out[static_cast<size_t>(r) * in + k] = SaturatedHalf(v * inv * (1.0f + a.norm_weight[k]));
-        }
-      }
-      for (int k = threadIdx.x; k < klen; k += blockDim.x) {
-        const float v = res[k0 + k] + (del ? del[k0 + k] : 0.f);
-        xs[r * klen + k] = SaturatedHalf(v * inv * (1.0f + a.norm_weight[k0 + k]));
-      }
-    }
+  const int vecs = klen / 8;  // 16-byte vectors per row
+  for (int i = threadIdx.x; i < rows * vecs; i += blockDim.x) {
+    const int r = i / vecs, v = i % vecs;
+    reinterpret_cast<uint4*>(xs + r * klen)[v] =
+        __ldg(reinterpret_cast<const uint4*>(x + static_cast<size_t>(r) * in + k0) + v);
   }
   __syncthreads();
 }
@@ -144,7 +93,7 @@ __device__ __forceinline__ void StorePartial(const float acc[4], int tile, int q
 // grid: (ceil(tiles / warps_per_block), num_splits); dynamic shared memory: rows * klen fp16.
 __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32)
     Nvfp4DecodeKernel(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ scales,
-                      const DecodeActivation x, int rows, int out, int in, int tiles, int steps_per_split,
+                      const __half* __restrict__ x, int rows, int out, int in, int tiles, int steps_per_split,
                       float* __restrict__ partial) {
   extern __shared__ __align__(16) __half xs[];
   const int steps = in / kNvfp4Step;
@@ -220,7 +169,7 @@ __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32)
 }
 
 __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32)
-    Fp8DecodeKernel(const uint8_t* __restrict__ weight, const DecodeActivation x, int rows, int out, int in,
+    Fp8DecodeKernel(const uint8_t* __restrict__ weight, const __half* __restrict__ x, int rows, int out, int in,
                     int tiles, int steps_per_split, float* __restrict__ partial) {
   extern __shared__ __align__(16) __half xs[];
   const int steps = in / kFp8Step;
@@ -273,20 +222,89 @@ __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32)
   StorePartial(acc, tile, q, t, rows, out, partial + static_cast<size_t>(blockIdx.y) * rows * out);
 }
 
-// y[n, o] = (sum over splits of partial[split, n, o]) * scale, with the scale per tensor, per row
-// (row_scales), or `scale / row_divisors[o]` (fused NVFP4 linears with per-part global scales).
-__global__ void SumSplitsKernel(const float* __restrict__ partial, int num_splits, int rows, int out, float scale,
-                                const float* __restrict__ row_scales, const float* __restrict__ row_divisors,
-                                float* __restrict__ y) {
+// Output o of a linear, summed over its splits and scaled: per tensor, per row (row_scales), or
+// `scale / row_divisors[o]` (fused NVFP4 linears with per-part global scales).
+struct SplitSum {
+  const float* partial;  // [num_splits, rows, out]
+  int num_splits, rows, out;
+  float scale;
+  const float* row_scales;
+  const float* row_divisors;
+
+  __device__ __forceinline__ float operator()(int r, int o) const {
+    const int64_t n = static_cast<int64_t>(rows) * out, i = static_cast<int64_t>(r) * out + o;
+    float sum = 0.f;
+    for (int s = 0; s < num_splits; ++s) sum += partial[s * n + i];
+    return row_divisors ? sum * (scale / row_divisors[o]) : sum * (row_scales ? row_scales[o] : scale);
+  }
+};
+
+__device__ __forceinline__ __half SaturatedHalf(float v) {  // +-65504 at most; NaN stays NaN
+  return __float2half_rn(v > 65504.f ? 65504.f : (v < -65504.f ? -65504.f : v));
+}
+
+// kStore: y[r, o]. Grid over rows * out.
+__global__ void StoreSplitsKernel(const SplitSum sum, float* __restrict__ y) {
   WaitForPriorGrids();
   AllowNextGrid();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t n = static_cast<int64_t>(rows) * out;
-  if (i >= n) return;
-  float sum = 0.f;
-  for (int s = 0; s < num_splits; ++s) sum += partial[s * n + i];
-  const int o = static_cast<int>(i % out);
-  y[i] = row_divisors ? sum * (scale / row_divisors[o]) : sum * (row_scales ? row_scales[o] : scale);
+  if (i >= static_cast<int64_t>(sum.rows) * sum.out) return;
+  y[i] = sum(static_cast<int>(i / sum.out), static_cast<int>(i % sum.out));
+}
+
+// kSwiGlu: x_out[r, o] = silu(gate) * up for o < out / 2. Grid over rows * out / 2.
+__global__ void SwiGluSplitsKernel(const SplitSum sum, __half* __restrict__ x_out) {
+  WaitForPriorGrids();
+  AllowNextGrid();
+  const int f = sum.out / 2;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<int64_t>(sum.rows) * f) return;
+  const int r = static_cast<int>(i / f), o = static_cast<int>(i % f);
+  const float g = sum(r, o), u = sum(r, o + f);
+  x_out[i] = SaturatedHalf(g / (1.0f + __expf(-g)) * u);
+}
+
+constexpr int kNormThreads = 256;
+
+// kAddRmsNorm: block r: residual[r, :] += output, x_out[r, :] = RMSNorm(residual[r, :]) as f16.
+__global__ void __launch_bounds__(kNormThreads)
+    AddRmsNormSplitsKernel(const SplitSum sum, float* __restrict__ residual, const float* __restrict__ w, float eps,
+                           __half* __restrict__ x_out) {
+  WaitForPriorGrids();
+  AllowNextGrid();
+  __shared__ float warp_sums[kNormThreads / 32];
+  const int r = blockIdx.x, d = sum.out;
+  float* res = residual + static_cast<size_t>(r) * d;
+  float ss = 0.f;
+  for (int k = threadIdx.x; k < d; k += kNormThreads) {  // each element read and written by one thread
+    const float v = res[k] + sum(r, k);
+    res[k] = v;
+    ss += v * v;
+  }
+#pragma unroll
+  for (int off = 16; off >= 1; off /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = ss;
+  __syncthreads();
+  float total = 0.f;
+#pragma unroll
+  for (int i = 0; i < kNormThreads / 32; ++i) total += warp_sums[i];
+  const float inv = rsqrtf(total / static_cast<float>(d) + eps);
+  for (int k = threadIdx.x; k < d; k += kNormThreads) {
+    x_out[static_cast<size_t>(r) * d + k] = SaturatedHalf(res[k] * inv * (1.0f + w[k]));
+  }
+}
+
+// The epilogue `e` of a linear whose partial sums are in `sum`.
+cudaError_t LaunchEpilogue(const SplitSum& sum, float* y, const DecodeEpilogue& e, cudaStream_t stream) {
+  using K = DecodeEpilogue::Kind;
+  if (e.kind == K::kAddRmsNorm) {
+    return LaunchStepKernel(AddRmsNormSplitsKernel, dim3(sum.rows), dim3(kNormThreads), 0, stream, sum, e.residual,
+                            e.norm_weight, e.eps, e.x_out);
+  }
+  const int64_t n = static_cast<int64_t>(sum.rows) * (e.kind == K::kSwiGlu ? sum.out / 2 : sum.out);
+  const dim3 grid(static_cast<unsigned>((n + 255) / 256));
+  if (e.kind == K::kSwiGlu) return LaunchStepKernel(SwiGluSplitsKernel, grid, dim3(256), 0, stream, sum, e.x_out);
+  return LaunchStepKernel(StoreSplitsKernel, grid, dim3(256), 0, stream, sum, y);
 }
 
 __global__ void Bf16ToF16Kernel(const __nv_bfloat16* __restrict__ x, __half* __restrict__ y, int64_t n) {
@@ -326,45 +344,41 @@ SplitPlan PlanSplits(int out, int steps) {
   return p;
 }
 
-cudaError_t LaunchNvfp4Decode(const Nvfp4LinearDevice& w, const DecodeActivation& x, int rows, float* y,
-                              float* partial, cudaStream_t stream) {
+cudaError_t LaunchNvfp4Decode(const Nvfp4LinearDevice& w, const __half* x, int rows, float* y, float* partial,
+                              const DecodeEpilogue& epilogue, cudaStream_t stream) {
   const SplitPlan p = PlanSplits(w.out, w.in / kNvfp4Step);
   const size_t smem = static_cast<size_t>(rows) * p.steps_per_split * kNvfp4Step * sizeof(__half);
   cudaError_t err = AllowSharedMemory(Nvfp4DecodeKernel, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid((p.tiles + kDecodeWarpsPerBlock - 1) / kDecodeWarpsPerBlock, p.num_splits);
-  LaunchStepKernel(Nvfp4DecodeKernel, dim3(grid), dim3(kDecodeWarpsPerBlock * 32), smem, stream, w.packed, w.scales, x, rows, w.out, w.in,
-                                                                       p.tiles, p.steps_per_split, partial);
+  LaunchStepKernel(Nvfp4DecodeKernel, dim3(grid), dim3(kDecodeWarpsPerBlock * 32), smem, stream, w.packed, w.scales, x,
+                   rows, w.out, w.in, p.tiles, p.steps_per_split, partial);
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  const int64_t n = static_cast<int64_t>(rows) * w.out;
   // The kernel's weights carry a 2^-14 factor (see E2m1PairScaledDown); the global scale divides.
-  LaunchStepKernel(SumSplitsKernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, stream, 
-      partial, p.num_splits, rows, w.out, w.row_global_scales ? 16384.0f : 16384.0f / w.global_scale, nullptr,
-      w.row_global_scales, y);
-  return cudaGetLastError();
+  const SplitSum sum{partial, p.num_splits, rows, w.out, w.row_global_scales ? 16384.0f : 16384.0f / w.global_scale,
+                     nullptr, w.row_global_scales};
+  return LaunchEpilogue(sum, y, epilogue, stream);
 }
 
-cudaError_t LaunchFp8Decode(const Fp8LinearDevice& w, const DecodeActivation& x, int rows, float* y, float* partial,
-                            cudaStream_t stream) {
+cudaError_t LaunchFp8Decode(const Fp8LinearDevice& w, const __half* x, int rows, float* y, float* partial,
+                            const DecodeEpilogue& epilogue, cudaStream_t stream) {
   const SplitPlan p = PlanSplits(w.out, w.in / kFp8Step);
   const size_t smem = static_cast<size_t>(rows) * p.steps_per_split * kFp8Step * sizeof(__half);
   cudaError_t err = AllowSharedMemory(Fp8DecodeKernel, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid((p.tiles + kDecodeWarpsPerBlock - 1) / kDecodeWarpsPerBlock, p.num_splits);
-  LaunchStepKernel(Fp8DecodeKernel, dim3(grid), dim3(kDecodeWarpsPerBlock * 32), smem, stream, w.weight, x, rows, w.out, w.in, p.tiles,
-                                                                     p.steps_per_split, partial);
+  LaunchStepKernel(Fp8DecodeKernel, dim3(grid), dim3(kDecodeWarpsPerBlock * 32), smem, stream, w.weight, x, rows, w.out,
+                   w.in, p.tiles, p.steps_per_split, partial);
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  const int64_t n = static_cast<int64_t>(rows) * w.out;
-  LaunchStepKernel(SumSplitsKernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, stream, partial, p.num_splits, rows, w.out,
-                                                                               1.0f, w.scales, nullptr, y);
-  return cudaGetLastError();
+  const SplitSum sum{partial, p.num_splits, rows, w.out, 1.0f, w.scales, nullptr};
+  return LaunchEpilogue(sum, y, epilogue, stream);
 }
 
 cudaError_t LaunchBf16ToF16(const void* x_bf16, __half* x_f16, int64_t n, cudaStream_t stream) {
-  LaunchStepKernel(Bf16ToF16Kernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, stream, 
-      static_cast<const __nv_bfloat16*>(x_bf16), x_f16, n);
+  LaunchStepKernel(Bf16ToF16Kernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, stream,
+                   static_cast<const __nv_bfloat16*>(x_bf16), x_f16, n);
   return cudaGetLastError();
 }
 

@@ -47,46 +47,30 @@ Nvfp4DecodeLayout RepackNvfp4ForDecode(std::span<const uint8_t> packed, std::spa
                                        int in);
 std::vector<uint8_t> RepackFp8ForDecode(std::span<const uint8_t> weight, int out, int in);
 
-// Where a decode linear's input rows come from. The linear stages its K range of every row in
-// shared memory as f16; besides plain f16 rows it can build them itself, which saves the step a
-// kernel (and its DRAM round trips) per sublayer:
-//   kF16      x [rows, in] as given.
-//   kSwiGlu   silu(gate) * up from a fused gate|up f32 output: gate at gate_up[r * ld + k], up at
-//             gate_up[r * ld + up_offset + k] (the MLP's down_proj).
-//   kRmsNorm  the zero-centred RMSNorm x / rms(x) * (1 + norm_weight) of x = residual (+ delta when
-//             non-null), [rows, in] f32: every block normalises whole rows; block (0, 0) also writes
-//             x to residual_out and the normed rows as f16 to x_out (either may be null) for the
-//             sublayer's other linears and the next residual add.
+// What a decode linear does with its output once its K splits are summed and scaled (the kernel
+// that sums the splits does it, so the step saves the kernel that would follow):
+//   kStore       y [rows, out] f32.
+//   kSwiGlu      a fused gate|up linear (out = 2F, gate rows first): x_out [rows, F] f16 =
+//                silu(gate) * up; y is not written.
+//   kAddRmsNorm  residual [rows, out] += the output, in place, then x_out [rows, out] f16 = the
+//                zero-centred RMSNorm residual / rms(residual) * (1 + norm_weight) (eps inside the
+//                root); y is not written.
 // f16 values saturate at +-65504 (NaN stays NaN).
-struct DecodeActivation {
-  enum class Kind : int { kF16, kSwiGlu, kRmsNorm };
-  Kind kind = Kind::kF16;
-  const __half* x = nullptr;
-  const float* gate_up = nullptr;
-  int ld = 0, up_offset = 0;
-  const float* residual = nullptr;
-  const float* delta = nullptr;
+struct DecodeEpilogue {
+  enum class Kind : int { kStore, kSwiGlu, kAddRmsNorm };
+  Kind kind = Kind::kStore;
+  __half* x_out = nullptr;
+  float* residual = nullptr;
   const float* norm_weight = nullptr;
   float eps = 0.f;
-  float* residual_out = nullptr;
-  __half* x_out = nullptr;
 
-  static DecodeActivation F16(const __half* x) {
-    DecodeActivation a;
-    a.x = x;
-    return a;
-  }
-  // The same source from row r0 on (rows `in` wide).
-  DecodeActivation FromRow(int r0, int in) const {
-    DecodeActivation a = *this;
-    const size_t row = static_cast<size_t>(r0) * in;
-    if (a.x) a.x += row;
-    if (a.gate_up) a.gate_up += static_cast<size_t>(r0) * ld;
-    if (a.residual) a.residual += row;
-    if (a.delta) a.delta += row;
-    if (a.residual_out) a.residual_out += row;
-    if (a.x_out) a.x_out += row;
-    return a;
+  // The same for rows r0.. of a linear with `out` outputs.
+  DecodeEpilogue FromRow(int r0, int out) const {
+    DecodeEpilogue e = *this;
+    const size_t row = static_cast<size_t>(r0) * (kind == Kind::kSwiGlu ? out / 2 : out);
+    if (e.x_out) e.x_out += row;
+    if (e.residual) e.residual += row;
+    return e;
   }
 };
 
@@ -95,18 +79,10 @@ size_t DecodeLinearWorkspaceBytes(int out, int in, int rows);
 
 // y[r, o] = sum_i x[r, i] * W[o, i] for r < rows (1..kMaxDecodeRows). x: [rows, in] fp16
 // (activations are converted to fp16 for the tensor cores), y: [rows, out] fp32 or bf16.
-absl::Status Nvfp4DecodeLinear(const Nvfp4LinearDevice& w, const DecodeActivation& x, int rows, float* y,
-                               void* workspace, cudaStream_t stream);
-absl::Status Fp8DecodeLinear(const Fp8LinearDevice& w, const DecodeActivation& x, int rows, float* y, void* workspace,
-                             cudaStream_t stream);
-inline absl::Status Nvfp4DecodeLinear(const Nvfp4LinearDevice& w, const __half* x, int rows, float* y, void* workspace,
-                                      cudaStream_t stream) {
-  return Nvfp4DecodeLinear(w, DecodeActivation::F16(x), rows, y, workspace, stream);
-}
-inline absl::Status Fp8DecodeLinear(const Fp8LinearDevice& w, const __half* x, int rows, float* y, void* workspace,
-                                    cudaStream_t stream) {
-  return Fp8DecodeLinear(w, DecodeActivation::F16(x), rows, y, workspace, stream);
-}
+absl::Status Nvfp4DecodeLinear(const Nvfp4LinearDevice& w, const __half* x, int rows, float* y, void* workspace,
+                               cudaStream_t stream, const DecodeEpilogue& epilogue = {});
+absl::Status Fp8DecodeLinear(const Fp8LinearDevice& w, const __half* x, int rows, float* y, void* workspace,
+                             cudaStream_t stream, const DecodeEpilogue& epilogue = {});
 
 // Converts bf16 activations to fp16 (saturating at +-65504).
 absl::Status Bf16ToF16(const void* x_bf16, __half* x_f16, int64_t n, cudaStream_t stream);

@@ -125,8 +125,8 @@ cudaError_t LaunchConv(const float* x, int x_stride, int channels, const float* 
                        float* window, float* column_window, int max_columns, float* out, cudaStream_t stream) {
   const int chunks = std::min(kConvMaxChunks, (std::max(batch.max_seq_tokens, 1) + kConvChunk - 1) / kConvChunk);
   const dim3 grid((channels + kConvThreads - 1) / kConvThreads, batch.num_seqs, chunks);
-  LaunchStepKernel(CausalConv1dSiluKernel<K>, dim3(grid), dim3(kConvThreads), 0, stream, x, x_stride, channels, w, batch, window,
-                                                               column_window, max_columns, out);
+  LaunchStepKernel(CausalConv1dSiluKernel<K>, dim3(grid), dim3(kConvThreads), 0, stream, x, x_stride, channels, w,
+                   batch, window, column_window, max_columns, out);
   return cudaGetLastError();
 }
 

@@ -138,14 +138,14 @@ cudaError_t LaunchRmsNormTyped(const float* x, const float* delta, float* residu
   const int units = dim / kFloats;
   if (dim <= kNormWarpMaxDim) {
     const int blocks = (rows + kNormRowsPerWarpBlock - 1) / kNormRowsPerWarpBlock;
-    LaunchStepKernel(RmsNormKernel<kVec, true, kAdd>, dim3(blocks), dim3(kNormRowsPerWarpBlock * 32), 0, stream, x, delta, residual, w, rows,
-                                                                                        dim, eps, out_f32, out_f16);
+    LaunchStepKernel(RmsNormKernel<kVec, true, kAdd>, dim3(blocks), dim3(kNormRowsPerWarpBlock * 32), 0, stream, x,
+                     delta, residual, w, rows, dim, eps, out_f32, out_f16);
   } else {
     // About kMaxUnits units a thread (the most registers hold), whole warps, at most 1024 threads.
     const int threads = std::clamp((units + kMaxUnits - 1) / kMaxUnits + 31, 32, 1024) / 32 * 32;
     if (static_cast<int64_t>(threads) * kMaxUnits < units) return cudaErrorInvalidValue;
-    LaunchStepKernel(RmsNormKernel<kVec, false, kAdd>, dim3(rows), dim3(threads), 0, stream, x, delta, residual, w, rows, dim, eps, out_f32,
-                                                                   out_f16);
+    LaunchStepKernel(RmsNormKernel<kVec, false, kAdd>, dim3(rows), dim3(threads), 0, stream, x, delta, residual, w,
+                     rows, dim, eps, out_f32, out_f16);
   }
   return cudaGetLastError();
 }
@@ -269,9 +269,11 @@ unsigned ElementwiseBlocks(int64_t items) {
 cudaError_t LaunchEmbeddingGather(const __nv_bfloat16* table, int64_t vocab, int dim, const int32_t* ids, int n,
                                   float* out, cudaStream_t stream) {
   if (dim % 8 == 0 && Aligned(table, 16) && Aligned(out, 16)) {
-    LaunchStepKernel(EmbeddingGatherKernel<true>, dim3(n), dim3(RowCopyThreads(dim / 8)), 0, stream, table, vocab, dim, ids, out);
+    LaunchStepKernel(EmbeddingGatherKernel<true>, dim3(n), dim3(RowCopyThreads(dim / 8)), 0, stream, table, vocab, dim,
+                     ids, out);
   } else {
-    LaunchStepKernel(EmbeddingGatherKernel<false>, dim3(n), dim3(RowCopyThreads(dim)), 0, stream, table, vocab, dim, ids, out);
+    LaunchStepKernel(EmbeddingGatherKernel<false>, dim3(n), dim3(RowCopyThreads(dim)), 0, stream, table, vocab, dim,
+                     ids, out);
   }
   return cudaGetLastError();
 }
@@ -307,9 +309,11 @@ cudaError_t LaunchSwiGlu(const float* gate, const float* up, int rows, int cols,
   const int64_t blocks = static_cast<int64_t>(rows) * col_blocks;
   if (blocks > INT32_MAX) return cudaErrorInvalidValue;
   if (vec) {
-    LaunchStepKernel(SwiGluKernel<true>, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0, stream, gate, up, cols, ld, col_blocks, out);
+    LaunchStepKernel(SwiGluKernel<true>, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0, stream, gate, up, cols,
+                     ld, col_blocks, out);
   } else {
-    LaunchStepKernel(SwiGluKernel<false>, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0, stream, gate, up, cols, ld, col_blocks, out);
+    LaunchStepKernel(SwiGluKernel<false>, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0, stream, gate, up, cols,
+                     ld, col_blocks, out);
   }
   return cudaGetLastError();
 }
@@ -317,14 +321,16 @@ cudaError_t LaunchSwiGlu(const float* gate, const float* up, int rows, int cols,
 cudaError_t LaunchF32ToF16(const float* x, int64_t n, __half* out, cudaStream_t stream) {
   const int64_t vecs = (Aligned(x, 16) && Aligned(out, 8)) ? n / 4 : 0;
   const int64_t tail = n - 4 * vecs;
-  LaunchStepKernel(F32ToF16Kernel, dim3(ElementwiseBlocks(vecs + tail)), dim3(kElementwiseThreads), 0, stream, x, vecs, tail, out);
+  LaunchStepKernel(F32ToF16Kernel, dim3(ElementwiseBlocks(vecs + tail)), dim3(kElementwiseThreads), 0, stream, x, vecs,
+                   tail, out);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchAddInPlace(float* x, const float* y, int64_t n, cudaStream_t stream) {
   const int64_t vecs = (Aligned(x, 16) && Aligned(y, 16)) ? n / 4 : 0;
   const int64_t tail = n - 4 * vecs;
-  LaunchStepKernel(AddInPlaceKernel, dim3(ElementwiseBlocks(vecs + tail)), dim3(kElementwiseThreads), 0, stream, x, y, vecs, tail);
+  LaunchStepKernel(AddInPlaceKernel, dim3(ElementwiseBlocks(vecs + tail)), dim3(kElementwiseThreads), 0, stream, x, y,
+                   vecs, tail);
   return cudaGetLastError();
 }
 

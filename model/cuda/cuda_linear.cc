@@ -155,25 +155,26 @@ size_t CudaLinear::workspace_bytes(int rows) const {
   return kc::DecodeLinearWorkspaceBytes(out_, in_, std::min(rows, kc::kMaxDecodeRows));
 }
 
-absl::Status CudaLinear::Run(const kc::DecodeActivation& x, int rows, float* y, void* workspace,
-                             cudaStream_t stream) const {
+absl::Status CudaLinear::Run(const __half* x, int rows, float* y, void* workspace, cudaStream_t stream,
+                             const kc::DecodeEpilogue& epilogue) const {
   if (kind_ == CudaLinearKind::kBf16) {
-    if (x.kind != kc::DecodeActivation::Kind::kF16) {
-      return absl::InvalidArgumentError(fmt::format("{}: a bf16 linear takes f16 rows only", name_));
+    if (epilogue.kind != kc::DecodeEpilogue::Kind::kStore) {
+      return absl::InvalidArgumentError(fmt::format("{}: a bf16 linear has no fused epilogues", name_));
     }
-    return kc::DenseLinearBf16(dense_view_ != nullptr ? dense_view_ : dense_.data(), out_, in_, x.x, rows, y, stream);
+    return kc::DenseLinearBf16(dense_view_ != nullptr ? dense_view_ : dense_.data(), out_, in_, x, rows, y, stream);
   }
   for (int r = 0; r < rows; r += kc::kMaxDecodeRows) {
     const int n = std::min(kc::kMaxDecodeRows, rows - r);
-    const kc::DecodeActivation xr = x.FromRow(r, in_);
-    float* yr = y + static_cast<int64_t>(r) * out_;
+    const __half* xr = x + static_cast<int64_t>(r) * in_;
+    float* yr = y != nullptr ? y + static_cast<int64_t>(r) * out_ : nullptr;
+    const kc::DecodeEpilogue er = epilogue.FromRow(r, out_);
     if (kind_ == CudaLinearKind::kNvfp4) {
       const kc::Nvfp4LinearDevice w{codes_.data(), group_scales_.data(), global_scale_, out_, in_,
                                     row_global_scales_.size() > 0 ? row_global_scales_.data() : nullptr};
-      RETURN_IF_ERROR(kc::Nvfp4DecodeLinear(w, xr, n, yr, workspace, stream));
+      RETURN_IF_ERROR(kc::Nvfp4DecodeLinear(w, xr, n, yr, workspace, stream, er));
     } else {
       const kc::Fp8LinearDevice w{codes_.data(), channel_scales_.data(), out_, in_};
-      RETURN_IF_ERROR(kc::Fp8DecodeLinear(w, xr, n, yr, workspace, stream));
+      RETURN_IF_ERROR(kc::Fp8DecodeLinear(w, xr, n, yr, workspace, stream, er));
     }
   }
   return absl::OkStatus();

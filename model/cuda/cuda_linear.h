@@ -43,15 +43,12 @@ class CudaLinear {
   // A dense bf16 weight that lives elsewhere (the tied lm_head reads embed_tokens); not owned.
   static CudaLinear Bf16View(const __nv_bfloat16* weight, int out, int in, std::string name);
 
-  // y [rows, out] f32 = x [rows, in] . W^T. `workspace` holds workspace_bytes(min(rows, 8)). The
-  // rows come as f16 or, for NVFP4/FP8 linears (builds_input()), from a fused source the kernel
-  // computes itself (RMSNorm of the residual, SwiGLU of gate|up: kernels::cuda::DecodeActivation).
-  absl::Status Run(const kernels::cuda::DecodeActivation& x, int rows, float* y, void* workspace,
-                   cudaStream_t stream) const;
-  absl::Status Run(const __half* x, int rows, float* y, void* workspace, cudaStream_t stream) const {
-    return Run(kernels::cuda::DecodeActivation::F16(x), rows, y, workspace, stream);
-  }
-  bool builds_input() const { return kind_ != CudaLinearKind::kBf16; }
+  // y [rows, out] f32 = x [rows, in] f16 . W^T. `workspace` holds workspace_bytes(min(rows, 8)).
+  // NVFP4/FP8 linears (has_epilogues()) may instead hand their output to a fused epilogue
+  // (SwiGLU, residual add + RMSNorm: kernels::cuda::DecodeEpilogue); y is then unused.
+  absl::Status Run(const __half* x, int rows, float* y, void* workspace, cudaStream_t stream,
+                   const kernels::cuda::DecodeEpilogue& epilogue = {}) const;
+  bool has_epilogues() const { return kind_ != CudaLinearKind::kBf16; }
   size_t workspace_bytes(int rows) const;
 
   int out() const { return out_; }

@@ -108,8 +108,7 @@ absl::Status CudaModelRunner::Init(const std::string& model_dir) {
   // Activations.
   logit_chunk_rows_ = static_cast<int32_t>(std::min<int64_t>(std::max<int64_t>(S, 32), T));
   const int64_t mid = std::max({H * hd, nv * dv, F});
-  ASSIGN_OR_RETURN(residual_[0], Buffer<float>(T * d, &total));
-  ASSIGN_OR_RETURN(residual_[1], Buffer<float>(T * d, &total));
+  ASSIGN_OR_RETURN(residual_, Buffer<float>(T * d, &total));
   ASSIGN_OR_RETURN(delta_, Buffer<float>(T * d, &total));
   ASSIGN_OR_RETURN(normed_, Buffer<float>(T * d, &total));
   ASSIGN_OR_RETURN(act16_, Buffer<__half>(T * d, &total));
@@ -185,38 +184,26 @@ kc::KvPoolDevice CudaModelRunner::KvPool(int32_t i) const {
           options_.kv_page_size, static_cast<int>(config_.num_key_value_heads), static_cast<int>(config_.head_dim)};
 }
 
-absl::Status CudaModelRunner::RunLinear(const CudaLinear& linear, const __half* x, int rows, float* y) {
-  return RunLinear(linear, kc::DecodeActivation::F16(x), rows, y);
-}
-
-absl::Status CudaModelRunner::NormThenLinear(const CudaLinear& first, const float* w, bool add_delta, int T, int* cur,
-                                             float* y) {
-  const int d = static_cast<int>(config_.hidden_size);
+absl::Status CudaModelRunner::LinearThenAddNorm(const CudaLinear& linear, const __half* x, int T, const float* norm) {
   const float eps = static_cast<float>(config_.rms_norm_eps);
-  float* residual = residual_[*cur].data();
-  if (first.builds_input()) {
-    kc::DecodeActivation a;
-    a.kind = kc::DecodeActivation::Kind::kRmsNorm;
-    a.residual = residual;
-    a.delta = add_delta ? delta_.data() : nullptr;
-    a.norm_weight = w;
-    a.eps = eps;
-    a.residual_out = add_delta ? residual_[1 - *cur].data() : nullptr;
-    a.x_out = act16_.data();
-    if (add_delta) *cur = 1 - *cur;
-    return RunLinear(first, a, T, y);
+  if (linear.has_epilogues()) {
+    kc::DecodeEpilogue e;
+    e.kind = kc::DecodeEpilogue::Kind::kAddRmsNorm;
+    e.x_out = act16_.data();
+    e.residual = residual_.data();
+    e.norm_weight = norm;
+    e.eps = eps;
+    return RunLinear(linear, x, T, nullptr, e);
   }
-  if (add_delta) {
-    RETURN_IF_ERROR(kc::AddRmsNormZeroCentered(residual, delta_.data(), w, T, d, eps, nullptr, act16_.data(), stream_));
-  } else {
-    RETURN_IF_ERROR(kc::RmsNormZeroCentered(residual, w, T, d, eps, nullptr, act16_.data(), stream_));
-  }
-  RETURN_IF_ERROR(Mark("norm"));
-  return RunLinear(first, act16_.data(), T, y);
+  RETURN_IF_ERROR(RunLinear(linear, x, T, delta_.data()));
+  RETURN_IF_ERROR(kc::AddRmsNormZeroCentered(residual_.data(), delta_.data(), norm, T,
+                                             static_cast<int>(config_.hidden_size), eps, nullptr, act16_.data(), stream_));
+  return Mark("add_norm");
 }
 
-absl::Status CudaModelRunner::RunLinear(const CudaLinear& linear, const kc::DecodeActivation& x, int rows, float* y) {
-  RETURN_IF_ERROR(linear.Run(x, rows, y, workspace_.data(), stream_));
+absl::Status CudaModelRunner::RunLinear(const CudaLinear& linear, const __half* x, int rows, float* y,
+                                        const kc::DecodeEpilogue& epilogue) {
+  RETURN_IF_ERROR(linear.Run(x, rows, y, workspace_.data(), stream_, epilogue));
   if (!profiling_) return absl::OkStatus();
   const std::string& n = linear.name();
   return Mark(n.substr(n.find_last_of('.') + 1));  // "model.layers.3.mlp.down_proj" -> "down_proj"
@@ -265,25 +252,28 @@ absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
   const int F = static_cast<int>(c.intermediate_size);
   const float eps = static_cast<float>(c.rms_norm_eps);
   const kc::RaggedBatchDevice batch = BatchOf(S, T, max_seq_tokens);
-  int cur = 0;  // residual_[cur] holds the residual stream
+  float* residual = residual_.data();
   float* delta = delta_.data();
   __half* act16 = act16_.data();
   __half* mid16 = mid16_.data();
   RETURN_IF_ERROR(kc::EmbeddingGather(weights_.embed_tokens.data(), c.vocab_size, d, meta_device_.data() + meta_.tokens,
-                                      T, residual_[0].data(), stream_));
+                                      T, residual, stream_));
   RETURN_IF_ERROR(Mark("embedding"));
+  // The first input norm; every later norm follows the linear that feeds the residual stream.
+  RETURN_IF_ERROR(
+      kc::RmsNormZeroCentered(residual, weights_.layers.front().input_layernorm.data(), T, d, eps, nullptr, act16, stream_));
+  RETURN_IF_ERROR(Mark("input_norm"));
   for (size_t i = 0; i < weights_.layers.size(); ++i) {
     const CudaLayerWeights& w = weights_.layers[i];
-    const bool add = i > 0;  // the previous layer's MLP output joins the residual here
     if (w.type == LayerType::kFullAttention) {
       const CudaAttentionWeights& a = w.attn;
       kc::QkvInput in;  // q_proj rows per head: [q (hd) | gate (hd)]
       if (a.qkv.out() > 0) {  // proj0 [T, H * 2hd + 2 * KV * hd]
         const int row = a.qkv.out();
-        RETURN_IF_ERROR(NormThenLinear(a.qkv, w.input_layernorm.data(), add, T, &cur, proj0_.data()));
+        RETURN_IF_ERROR(RunLinear(a.qkv, act16, T, proj0_.data()));
         in = {proj0_.data(), row, 2 * hd, proj0_.data() + H * 2 * hd, row, proj0_.data() + H * 2 * hd + KV * hd, row};
       } else {  // proj0 [T, H * 2hd], proj1 / proj2 [T, KV * hd]
-        RETURN_IF_ERROR(NormThenLinear(a.q_proj, w.input_layernorm.data(), add, T, &cur, proj0_.data()));
+        RETURN_IF_ERROR(RunLinear(a.q_proj, act16, T, proj0_.data()));
         RETURN_IF_ERROR(RunLinear(a.k_proj, act16, T, proj1_.data()));
         RETURN_IF_ERROR(RunLinear(a.v_proj, act16, T, proj2_.data()));
         in = {proj0_.data(), H * 2 * hd, 2 * hd, proj1_.data(), KV * hd, proj2_.data(), KV * hd};
@@ -296,7 +286,7 @@ absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
       RETURN_IF_ERROR(kc::PagedAttention(mixed_.data(), H, scale, kv, batch, in.q + hd, in.q_row_stride, 2 * hd, mid16,
                                          workspace_.data(), stream_));
       RETURN_IF_ERROR(Mark("paged_attention"));
-      RETURN_IF_ERROR(RunLinear(a.o_proj, mid16, T, delta));
+      RETURN_IF_ERROR(LinearThenAddNorm(a.o_proj, mid16, T, w.post_attention_layernorm.data()));
     } else {
       const CudaGdnWeights& g = w.gdn;
       GdnState& st = gdn_[static_cast<size_t>(gdn_index_[i])];
@@ -304,13 +294,13 @@ absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
       kc::GdnInput in;
       int qkv_stride;
       if (g.qkvz.out() > 0) {  // proj0 [T, C + nv * dv]
-        RETURN_IF_ERROR(NormThenLinear(g.qkvz, w.input_layernorm.data(), add, T, &cur, proj0_.data()));
+        RETURN_IF_ERROR(RunLinear(g.qkvz, act16, T, proj0_.data()));
         qkv = proj0_.data();
         qkv_stride = g.qkvz.out();
         in.z = proj0_.data() + C;
         in.z_stride = qkv_stride;
       } else {  // proj0 [T, C], proj1 [T, nv * dv]
-        RETURN_IF_ERROR(NormThenLinear(g.in_proj_qkv, w.input_layernorm.data(), add, T, &cur, proj0_.data()));
+        RETURN_IF_ERROR(RunLinear(g.in_proj_qkv, act16, T, proj0_.data()));
         RETURN_IF_ERROR(RunLinear(g.in_proj_z, act16, T, proj1_.data()));
         qkv = proj0_.data();
         qkv_stride = C;
@@ -337,32 +327,33 @@ absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
       RETURN_IF_ERROR(kc::GatedDeltaNet(in, gs, g.a_log.data(), g.dt_bias.data(), g.norm.data(), eps, batch,
                                         st.recurrent.data(), nullptr, 0, mid16, stream_));
       RETURN_IF_ERROR(Mark("gated_delta_net"));
-      RETURN_IF_ERROR(RunLinear(g.out_proj, mid16, T, delta));
+      RETURN_IF_ERROR(LinearThenAddNorm(g.out_proj, mid16, T, w.post_attention_layernorm.data()));
     }
     const CudaMlpWeights& mlp = w.mlp;
-    const CudaLinear& mlp_first = mlp.gate_up.out() > 0 ? mlp.gate_up : mlp.gate_proj;
-    RETURN_IF_ERROR(NormThenLinear(mlp_first, w.post_attention_layernorm.data(), true, T, &cur, proj0_.data()));
-    if (mlp.gate_up.out() > 0 && mlp.down_proj.builds_input()) {  // down_proj builds silu(gate) * up itself
-      kc::DecodeActivation a;
-      a.kind = kc::DecodeActivation::Kind::kSwiGlu;
-      a.gate_up = proj0_.data();
-      a.ld = 2 * F;
-      a.up_offset = F;
-      RETURN_IF_ERROR(RunLinear(mlp.down_proj, a, T, delta));
-      continue;
-    }
-    if (mlp.gate_up.out() > 0) {  // proj0 [T, 2F]
+    if (mlp.gate_up.out() > 0 && mlp.gate_up.has_epilogues()) {  // silu(gate) * up straight into mid16
+      kc::DecodeEpilogue e;
+      e.kind = kc::DecodeEpilogue::Kind::kSwiGlu;
+      e.x_out = mid16;
+      RETURN_IF_ERROR(RunLinear(mlp.gate_up, act16, T, nullptr, e));
+    } else if (mlp.gate_up.out() > 0) {  // proj0 [T, 2F]
+      RETURN_IF_ERROR(RunLinear(mlp.gate_up, act16, T, proj0_.data()));
       RETURN_IF_ERROR(kc::SwiGlu(proj0_.data(), proj0_.data() + F, T, F, 2 * F, mid16, stream_));
+      RETURN_IF_ERROR(Mark("swiglu"));
     } else {  // proj0 / proj1 [T, F]
+      RETURN_IF_ERROR(RunLinear(mlp.gate_proj, act16, T, proj0_.data()));
       RETURN_IF_ERROR(RunLinear(mlp.up_proj, act16, T, proj1_.data()));
       RETURN_IF_ERROR(kc::SwiGlu(proj0_.data(), proj1_.data(), T, F, F, mid16, stream_));
+      RETURN_IF_ERROR(Mark("swiglu"));
     }
-    RETURN_IF_ERROR(Mark("swiglu"));
-    RETURN_IF_ERROR(RunLinear(mlp.down_proj, mid16, T, delta));
+    if (i + 1 < weights_.layers.size()) {  // the residual add + the next layer's input norm
+      RETURN_IF_ERROR(LinearThenAddNorm(mlp.down_proj, mid16, T, weights_.layers[i + 1].input_layernorm.data()));
+    } else {
+      RETURN_IF_ERROR(RunLinear(mlp.down_proj, mid16, T, delta));
+    }
   }
   // The final norm over every row (residual keeps the pre-norm stream), then each seq's last row.
-  RETURN_IF_ERROR(kc::AddRmsNormZeroCentered(residual_[cur].data(), delta, weights_.final_norm.data(), T, d, eps,
-                                             normed_.data(), nullptr, stream_));
+  RETURN_IF_ERROR(
+      kc::AddRmsNormZeroCentered(residual, delta, weights_.final_norm.data(), T, d, eps, normed_.data(), nullptr, stream_));
   RETURN_IF_ERROR(Mark("final_norm"));
   RETURN_IF_ERROR(kc::GatherRows(normed_.data(), d, meta_device_.data() + meta_.last_rows, S, last_hidden_.data(), stream_));
   return Mark("gather_rows");

@@ -97,10 +97,7 @@ class CudaModelRunner : public ModelRunner {
 
   // Activations, sized for max_step_tokens rows.
   int32_t logit_chunk_rows_ = 0;   // lm_head rows per pass (the logits buffer's rows)
-  // The residual stream ping-pongs between two buffers: a linear that applies the residual add +
-  // RMSNorm itself reads one and writes the sum to the other (kernels::cuda::DecodeActivation).
-  DeviceBuffer<float> residual_[2];                         // [T, d]
-  DeviceBuffer<float> delta_, normed_;                      // [T, d]
+  DeviceBuffer<float> residual_, delta_, normed_;          // [T, d]
   DeviceBuffer<__half> act16_;                              // [T, d] linear inputs
   DeviceBuffer<__half> mid16_;                              // [T, max(h*hd, nv*dv, f)]
   DeviceBuffer<float> proj0_, proj1_, proj2_, proj3_, mixed_;  // projection outputs (see Forward)
@@ -137,12 +134,11 @@ class CudaModelRunner : public ModelRunner {
   // Everything between the metadata upload and the lm_head: the step's kernels on stream_.
   absl::Status EnqueueLayers(int num_seqs, int num_tokens, int max_seq_tokens);
   absl::Status EnqueueHead(int num_seqs, int num_tokens, int logit_rows_begin, int logit_rows);
-  absl::Status RunLinear(const CudaLinear& linear, const __half* x, int rows, float* y);
-  absl::Status RunLinear(const CudaLinear& linear, const kernels::cuda::DecodeActivation& x, int rows, float* y);
-  // The sublayer's first linear on RMSNorm(residual_[*cur] (+ delta_)) with norm weight `w`: fused
-  // into the linear when it can build its input, else a norm kernel first. Either way act16_ ends up
-  // holding the normed rows for the sublayer's other linears and *cur the residual stream.
-  absl::Status NormThenLinear(const CudaLinear& first, const float* w, bool add_delta, int T, int* cur, float* y);
+  absl::Status RunLinear(const CudaLinear& linear, const __half* x, int rows, float* y,
+                         const kernels::cuda::DecodeEpilogue& epilogue = {});
+  // `linear` (whose output joins the residual stream), then residual_ += output and act16_ =
+  // RMSNorm(residual_) with weight `norm`: fused into the linear's epilogue when it has one.
+  absl::Status LinearThenAddNorm(const CudaLinear& linear, const __half* x, int T, const float* norm);
   // The step up to the logits on the device; with `fetch`, logits/hidden/last_hidden come back.
   absl::StatusOr<StepOutput> Execute(const StepPlan& plan, bool fetch);
   absl::Status SampleOnDevice(const std::vector<RowSampling>& rows, StepOutput* out);

@@ -68,15 +68,23 @@ def model_dir(tmp_path_factory):
     return d
 
 
+# When set, each server's stderr also goes to a file there (the GPU suite prints them on failure).
+SERVER_LOG_DIR = os.environ.get("SPARKSERVE_E2E_LOG_DIR")
+
+
 class Server:
     def __init__(self, model_dir, *extra, max_seq_len=256):
+        self.log = None
+        if SERVER_LOG_DIR:
+            os.makedirs(SERVER_LOG_DIR, exist_ok=True)
+            self.log = open(os.path.join(SERVER_LOG_DIR, f"serve-{time.time_ns()}.log"), "w+")
         self.proc = subprocess.Popen(
             [SPARKSERVE, "serve", str(model_dir), "--host", "127.0.0.1", "--port", "0", "--max-seq-len", str(max_seq_len),
              "--max-batch", "8", "--backend", BACKEND, "--served-model-name", MODEL_NAME, "--api-key", API_KEY, "--max-body-mb", "1",
              *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE, stderr=self.log or subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
-        assert line.startswith("listening on http://"), (line, self.proc.stderr.read() if self.proc.poll() else "")
+        assert line.startswith("listening on http://"), (line, self.read_stderr() if self.proc.poll() else "")
         self.url = line.strip().split(" ", 2)[2]
         self.port = int(self.url.rsplit(":", 1)[1])
         deadline = time.time() + 30
@@ -85,7 +93,7 @@ class Server:
             if r.status_code == 200:
                 break
             assert r.status_code == 503, r.text
-            assert self.proc.poll() is None, self.proc.stderr.read()
+            assert self.proc.poll() is None, self.read_stderr()
             assert time.time() < deadline, "server did not become ready"
             time.sleep(0.05)
 
@@ -97,8 +105,15 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             raise
-        self.stderr = self.proc.stderr.read()
+        self.stderr = self.read_stderr()
         return rc
+
+    def read_stderr(self):
+        if self.log is None:
+            return self.proc.stderr.read()
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
 
 
 @pytest.fixture(scope="session")

@@ -51,7 +51,8 @@ if want e2e; then
   # Every HTTP suite except test_http_hf_chat: that one checks whole chats against transformers'
   # fp32 greedy run of an f32 fixture, an oracle for the CPU reference path; the CUDA backend keeps
   # that fixture's matrices in bf16, which alone moves its logits 5-7% and so its greedy text.
-  SPARKSERVE_E2E_BACKEND=cuda SPARKSERVE_BUILD_DIR="$(dirname "$BIN")" python3 -m pytest -q -p no:cacheprovider \
+  SPARKSERVE_E2E_BACKEND=cuda SPARKSERVE_BUILD_DIR="$(dirname "$BIN")" SPARKSERVE_E2E_LOG_DIR="$LOG_DIR/e2e_servers" \
+    python3 -m pytest -q -p no:cacheprovider \
     tests/e2e/test_http_openai.py tests/e2e/test_http_anthropic.py tests/e2e/test_http_operations.py \
     tests/e2e/test_http_tool_choice.py 2>&1 | tee "$LOG_DIR/e2e.log"
   rc=${PIPESTATUS[0]}
@@ -91,8 +92,11 @@ fi
 echo
 echo "== failures =="
 for f in ops model e2e model_4b; do
-  [ -f "$LOG_DIR/$f.log" ] && grep -E -A4 "Failure$|^FAILED|Error:" "$LOG_DIR/$f.log" | head -40
+  [ -f "$LOG_DIR/$f.log" ] && grep -E -A12 "Failure$|^FAILED|Error:" "$LOG_DIR/$f.log" | head -60
 done
+if [ -d "$LOG_DIR/e2e_servers" ] && grep -q FAILED "$LOG_DIR/e2e.log"; then  # servers that logged errors
+  grep -l -E "error|fail|abort" "$LOG_DIR"/e2e_servers/*.log 2>/dev/null | head -3 | xargs -r tail -n 15
+fi
 echo "== gpu suite summary =="
 printf '%s\n' "${SUMMARY[@]}"
 [ -f "$LOG_DIR/kernel_check.log" ] && sed -n "/^kernel  *us/,\$p" "$LOG_DIR/kernel_check.log"
