@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -53,6 +54,8 @@ CudaModelRunner::~CudaModelRunner() {
 }
 
 absl::Status CudaModelRunner::Init(const std::string& model_dir) {
+  // Diagnostic switch for A/B timing: residual add + norm as its own kernel.
+  fused_add_norm_ = std::getenv("SPARKSERVE_CUDA_UNFUSED_NORM") == nullptr;
   CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   ASSIGN_OR_RETURN(config_, LoadQwen35Config(model_dir));
@@ -186,7 +189,7 @@ kc::KvPoolDevice CudaModelRunner::KvPool(int32_t i) const {
 
 absl::Status CudaModelRunner::LinearThenAddNorm(const CudaLinear& linear, const __half* x, int T, const float* norm) {
   const float eps = static_cast<float>(config_.rms_norm_eps);
-  if (linear.has_epilogues()) {
+  if (linear.has_epilogues() && fused_add_norm_) {
     kc::DecodeEpilogue e;
     e.kind = kc::DecodeEpilogue::Kind::kAddRmsNorm;
     e.x_out = act16_.data();

@@ -123,6 +123,8 @@ class CudaModelRunner : public ModelRunner {
   absl::Status Mark(const std::string& op);
   absl::Status CollectOpProfile();
 
+  bool fused_add_norm_ = true;  // residual add + RMSNorm in the producing linear's epilogue
+
   // Captured decode steps by batch size.
   std::map<int32_t, cudaGraphExec_t> decode_graphs_;
 
