@@ -482,26 +482,48 @@ __global__ void __launch_bounds__(kAttnThreads, 2) PagedAttentionKernel(AttnPara
   }
 }
 
-// grid (T, heads): out[t, h, :] = merge of the splits' partials, normalised and gated.
+// grid (T, heads): out[t, h, :] = merge of the splits' partials, normalised and gated. The splits'
+// weights exp2(m_s - max) go to shared memory first, so each dim's sum over splits is a run of
+// independent loads (a serial walk over 64 splits' partials would cost 64 L2 round trips).
 __global__ void CombineSplitsKernel(AttnParams p) {
   WaitForPriorGrids();
   AllowNextGrid();
+  __shared__ float weight[kAttnMaxSplits];      // exp2(m_s - max); 0 for a split with no keys
+  __shared__ float weighted_l[kAttnMaxSplits];  // l_s * weight[s]
+  __shared__ float warp_max[32];
+  __shared__ float l_total;
   const int t = blockIdx.x, h = blockIdx.y, hd = p.kv.head_dim;
   const size_t split_stride = static_cast<size_t>(p.batch.num_tokens) * p.heads;
   const size_t row = static_cast<size_t>(t) * p.heads + h;
   float mx = -INFINITY;
-  for (int s = 0; s < p.num_splits; ++s) mx = fmaxf(mx, p.ws_m[s * split_stride + row]);
+  for (int s = threadIdx.x; s < p.num_splits; s += blockDim.x) mx = fmaxf(mx, p.ws_m[s * split_stride + row]);
+#pragma unroll
+  for (int off = 16; off >= 1; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, off));
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = mx;
+  __syncthreads();
+  mx = -INFINITY;
+  for (int w = 0; w < static_cast<int>((blockDim.x + 31) / 32); ++w) mx = fmaxf(mx, warp_max[w]);
   const float base = mx == -INFINITY ? 0.f : mx;
+  for (int s = threadIdx.x; s < p.num_splits; s += blockDim.x) {
+    const float ms = p.ws_m[s * split_stride + row];
+    weight[s] = ms == -INFINITY ? 0.f : exp2f(ms - base);
+    weighted_l[s] = ms == -INFINITY ? 0.f : p.ws_l[s * split_stride + row] * weight[s];
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float l = 0.f;
+    for (int s = 0; s < p.num_splits; ++s) l += weighted_l[s];
+    l_total = l;
+  }
+  __syncthreads();
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-    float lsum = 0.f, asum = 0.f;
+    float asum = 0.f;
+#pragma unroll 8
     for (int s = 0; s < p.num_splits; ++s) {
-      const float ms = p.ws_m[s * split_stride + row];
-      if (ms == -INFINITY) continue;  // a split with no keys of this token
-      const float f = exp2f(ms - base);
-      lsum += p.ws_l[s * split_stride + row] * f;
-      asum += p.ws_acc[(s * split_stride + row) * hd + d] * f;
+      const float a = p.ws_acc[(s * split_stride + row) * hd + d];  // 0 for a split with no keys
+      asum += weight[s] != 0.f ? a * weight[s] : 0.f;
     }
-    StoreGated(p, t, h, d, asum, lsum);
+    StoreGated(p, t, h, d, asum, l_total);
   }
 }
 

@@ -235,10 +235,11 @@ struct SplitSum {
     const int64_t n = static_cast<int64_t>(rows) * out, i = static_cast<int64_t>(r) * out + o;
     float sum = 0.f;
     int s = 0;
-    for (; s + 4 <= num_splits; s += 4) {  // four independent loads in flight
-      const float a = partial[s * n + i], b = partial[(s + 1) * n + i];
-      const float c = partial[(s + 2) * n + i], d = partial[(s + 3) * n + i];
-      sum += (a + b) + (c + d);
+    for (; s + 8 <= num_splits; s += 8) {  // eight independent loads in flight, not a serial walk
+      float v[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = partial[(s + j) * n + i];
+      sum += ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
     }
     for (; s < num_splits; ++s) sum += partial[s * n + i];
     return row_divisors ? sum * (scale / row_divisors[o]) : sum * (row_scales ? row_scales[o] : scale);

@@ -94,8 +94,10 @@ echo "== failures =="
 for f in ops model e2e model_4b; do
   [ -f "$LOG_DIR/$f.log" ] && grep -E -A12 "Failure$|^FAILED|Error:" "$LOG_DIR/$f.log" | head -60
 done
-if [ -d "$LOG_DIR/e2e_servers" ] && grep -q FAILED "$LOG_DIR/e2e.log"; then  # servers that logged errors
-  grep -l -E "error|fail|abort" "$LOG_DIR"/e2e_servers/*.log 2>/dev/null | head -3 | xargs -r tail -n 15
+if [ -d "$LOG_DIR/e2e_servers" ] && grep -q FAILED "$LOG_DIR/e2e.log"; then  # what the servers said
+  for f in $(grep -l -i -E "\[error\]|\[warning\]|signal" "$LOG_DIR"/e2e_servers/*.log 2>/dev/null | head -4); do
+    echo "-- $f"; grep -i -E "\[error\]|\[warning\]|signal|stopped" "$f" | tail -n 6
+  done
 fi
 echo "== gpu suite summary =="
 printf '%s\n' "${SUMMARY[@]}"
