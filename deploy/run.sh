@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The main job: set up, build, then serve MODEL_DIR over the OpenAI and Anthropic APIs. With no
-# MODEL_DIR, create a tiny demo model (random weights, its own small tokenizer and chat template) and
-# serve it on the CPU backend, then print a curl example.
+# The main job: set up, build, then serve MODEL_DIR over the OpenAI and Anthropic APIs (on the GPU
+# when there is one, else the CPU backend; `-- --backend cpu|cuda` chooses). With no MODEL_DIR,
+# create a tiny demo model (random weights, its own small tokenizer and chat template) and serve it,
+# then print a curl example.
 #   deploy/run.sh [MODEL_DIR] [-- extra `sparkserve serve` flags, e.g. --port 8080 --api-key K]
 # Environment: SPARKSERVE_BUILD_DIR (default build/), HOST (default 127.0.0.1), PORT (default 8000).
 source "$(dirname "$0")/common.sh"
@@ -23,7 +24,7 @@ HOST="${HOST:-127.0.0.1}"
 PORT="${PORT:-8000}"
 NAME="$(basename "$(realpath "$MODEL_DIR")")"
 cat >&2 <<MSG
-[run.sh] serving $MODEL_DIR on http://$HOST:$PORT (CPU backend; Ctrl-C stops). Try:
+[run.sh] serving $MODEL_DIR on http://$HOST:$PORT (Ctrl-C stops). Try:
   curl -s http://$HOST:$PORT/v1/chat/completions -H 'Content-Type: application/json' \\
     -d '{"model": "$NAME", "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 32}'
 MSG

@@ -19,7 +19,16 @@ absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& dir, const Runne
   }
   const int pages = s.max_batch * ((s.max_seq_len + s.kv_page_size - 1) / s.kv_page_size);
   LoadedRunner out;
-  if (s.backend == "cpu") {
+  std::string backend = s.backend;
+  if (backend == "auto") {  // the GPU when this build and machine have one
+#ifdef SPARKSERVE_WITH_CUDA
+    auto devices = core::ListCudaDevices();
+    backend = devices.ok() && !devices->empty() ? "cuda" : "cpu";
+#else
+    backend = "cpu";
+#endif
+  }
+  if (backend == "cpu") {
     model::CpuRunnerOptions o;
     o.max_seq_len = s.max_seq_len;
     o.state.num_slots = s.max_batch;
@@ -32,8 +41,8 @@ absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& dir, const Runne
     out.backend_description = "cpu";
     return out;
   }
-  if (s.backend != "cuda") {
-    return absl::InvalidArgumentError(fmt::format("unknown backend '{}' (expected cpu or cuda)", s.backend));
+  if (backend != "cuda") {
+    return absl::InvalidArgumentError(fmt::format("unknown backend '{}' (expected auto, cpu or cuda)", s.backend));
   }
   ASSIGN_OR_RETURN(std::vector<core::CudaDeviceInfo> devices, core::ListCudaDevices());
   if (s.device < 0 || s.device >= static_cast<int>(devices.size())) {

@@ -11,7 +11,7 @@
 namespace sparkserve::head {
 
 struct RunnerSizing {
-  std::string backend = "cpu";     // cpu | cuda
+  std::string backend = "cpu";     // cpu | cuda | auto (cuda when this build and machine have a GPU)
   int max_batch = 8;               // state slots: sequences in flight
   int max_seq_len = 4096;          // prompt + output per sequence
   int max_step_tokens = 2048;      // tokens of one step (the engine's token budget)

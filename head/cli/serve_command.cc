@@ -26,7 +26,7 @@ struct ServeArgs {
   std::string dir;
   std::string host = "127.0.0.1";
   int port = 8000;
-  std::string backend = "cpu";
+  std::string backend = "auto";
   int tp = 1;
   std::string nodes;
   int max_batch = 8;
@@ -61,8 +61,12 @@ scheduler::SamplingParams DefaultSampling(const model::Qwen35Config& config) {
 }
 
 int Serve(const ServeArgs& a) {
-  if (a.backend != "cpu" && a.backend != "cuda") {
-    spdlog::error("serve: unknown --backend '{}' (expected cpu or cuda)", a.backend);
+  if (a.kv_dtype != "bf16") {
+    spdlog::error("serve: --kv-dtype {}: only bf16 is implemented (an FP8 KV cache is planned)", a.kv_dtype);
+    return 2;
+  }
+  if (a.backend != "cpu" && a.backend != "cuda" && a.backend != "auto") {
+    spdlog::error("serve: unknown --backend '{}' (expected auto, cpu or cuda)", a.backend);
     return 2;
   }
   if (a.tp != 1 || !a.nodes.empty()) {
@@ -183,7 +187,7 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
       ->required();
   cmd->add_option("--host", a->host, "address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", a->port, "port (default 8000; 0 = any free port)");
-  cmd->add_option("--backend", a->backend, "cpu|cuda (default cpu)");
+  cmd->add_option("--backend", a->backend, "auto|cpu|cuda (default auto: cuda when a GPU is present)");
   cmd->add_flag("--enforce-eager", a->enforce_eager, "cuda: run decode steps without CUDA graphs (slower; for debugging)");
   cmd->add_option("--tp", a->tp, "tensor-parallel ranks (only 1 so far)");
   cmd->add_option("--nodes", a->nodes, "host:port,... of sparkserve-node daemons (not wired yet)");
@@ -192,7 +196,7 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-tokens", a->max_tokens, "output cap when a request sets none (default 0: the context)");
   cmd->add_option("--prefill-chunk", a->prefill_chunk, "prompt tokens one sequence prefills per step (default 512)");
   cmd->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "token budget of one step (default 2048)");
-  cmd->add_option("--kv-dtype", a->kv_dtype, "bf16|fp8 (the CPU backend keeps fp32)");
+  cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache dtype: bf16 (the CUDA cache; the CPU backend keeps fp32)");
   cmd->add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' or 'x-api-key: KEY'")
       ->envname("SPARKSERVE_API_KEY");
   cmd->add_option("--served-model-name", a->served_model_name, "model id in the API (default: MODEL_DIR's name)");
