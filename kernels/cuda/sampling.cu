@@ -69,8 +69,8 @@ __device__ RowStats ScanRow(const float* src, int n, float* copy_to, SampleShare
       best_id = i;
     }
   }
-  nan = __syncthreads_or(nan) != 0;
-  BlockArgmax(best, best_id, sh.scratch);
+  __syncwarp();  // lanes left the loop after different trip counts: reconverge before the warp reductions
+  nan = BlockArgmaxAnyNan(best, best_id, nan, sh.scratch) != 0;
   return {best, best_id, nan};
 }
 

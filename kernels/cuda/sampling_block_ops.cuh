@@ -106,6 +106,18 @@ __device__ __forceinline__ void BlockArgmax(float& v, int& id, BlockScratch& s) 
   __syncthreads();
 }
 
+// BlockArgmax that also ORs a flag over the block, with plain barriers only (no bar.red on the
+// barrier the other reductions use). Returns the OR of `flag` over the block.
+__device__ __forceinline__ int BlockArgmaxAnyNan(float& v, int& id, bool flag, BlockScratch& s) {
+  const int any = __any_sync(kFullMask, flag);
+  if (LaneId() == 0) s.j[WarpId()] = any;
+  BlockArgmax(v, id, s);  // its first barrier also publishes s.j
+  int r = 0;
+  for (int w = 0; w < kWarps; ++w) r |= s.j[w];
+  __syncthreads();
+  return r;
+}
+
 // ---- scans ----
 
 // Inclusive prefix sum over the threads in thread order.

@@ -332,6 +332,89 @@ TEST(GpuSampling, MatchesCpuSamplerOnRandomRows) {
   EXPECT_LE(tally.on_edge, 1 + tally.sampled / 100) << "ids differ on rounding edges too often";
 }
 
+// Regression (H200): two rows of MatchesCpuSamplerOnRandomRows came back with the id the row would
+// give if its largest logit were missing from the block's max/argmax: vocab 1000 seed 12 row 68
+// (greedy, repetition penalty, logprobs 5: gpu 122 = the second best, cpu 847) and vocab 5000 seed 15
+// row 11 (T 1.5, min_p 0.05 alone, logprobs 20: gpu 652, which the id-order draw only reaches with
+// the second-largest logit as the max). Replays those rows alone and in their original batches.
+void ReplayRow(int vocab, int rows, uint32_t seed, int row) {
+  std::mt19937 rng(seed);
+  std::vector<RowCase> batch;
+  for (int i = 0; i < rows; ++i) batch.push_back(RandomRow(vocab, rng));
+  Tally tally;
+  {
+    SCOPED_TRACE("the row alone");
+    const std::vector<RowCase> one{batch[static_cast<size_t>(row)]};
+    CompareWithCpu(one, vocab, RunGpu(one, vocab), tally);
+  }
+  SCOPED_TRACE("the whole batch");
+  const std::vector<RowCase> head(batch.begin(), batch.begin() + row + 1);
+  CompareWithCpu(head, vocab, RunGpu(head, vocab), tally);
+}
+
+TEST(GpuSampling, ReplaysGreedyRepetitionPenaltyLogprobsRow) {
+  ASSERT_TRUE(HasCudaDevice());
+  ReplayRow(1000, 400, 12, 68);
+}
+
+TEST(GpuSampling, ReplaysMinPOnlyDrawLogprobsRow) {
+  ASSERT_TRUE(HasCudaDevice());
+  ReplayRow(5000, 300, 15, 11);
+}
+
+// The same parameter sets on hand-made rows whose maximum sits where the failing rows had it (a
+// thread's middle loop iteration, and a warp other than the last), at 1000, 5000 and 248320: the
+// greedy id, the sampled id and both logprob outputs must match the CPU sampler exactly.
+TEST(GpuSampling, MaxTokenIsNeverLostWithLogprobs) {
+  ASSERT_TRUE(HasCudaDevice());
+  for (int vocab : {1000, 5000, 248320}) {
+    SCOPED_TRACE(::testing::Message() << "vocab " << vocab);
+    std::mt19937 rng(static_cast<uint32_t>(vocab));
+    std::vector<RowCase> rows;
+    for (int max_at : {847, 2854 % vocab, vocab - 1, 0, (vocab / 2) | 7}) {
+      for (int variant = 0; variant < 2; ++variant) {
+        RowCase c;
+        c.logits = RandomF32(vocab, rng, 3.0f);
+        c.logits[static_cast<size_t>(max_at)] = 25.0f;          // the unique max, far above the rest
+        c.logits[static_cast<size_t>((max_at + 1) % vocab)] = 21.0f;  // a clear second
+        c.seed = (static_cast<uint64_t>(rng()) << 32) | rng();
+        SamplingParams& p = c.params;
+        if (variant == 0) {  // greedy + repetition/frequency/presence penalties (max not in the history) + logprobs 5
+          p.temperature = 0.0f;
+          p.top_k = 20;
+          p.top_p = 0.8f;
+          p.repetition_penalty = 1.3f;
+          p.frequency_penalty = 0.4f;
+          p.presence_penalty = 0.6f;
+          for (int32_t id : RandomIds(30, vocab, rng)) {
+            if (id != max_at) c.prompt.push_back(id);
+          }
+          for (int32_t id : RandomIds(20, vocab, rng)) {
+            if (id != max_at) c.output.push_back(id);
+          }
+          p.logprobs = 5;
+        } else {  // min_p only, temperature 1.5 (id-order draw over the min_p set) + logprobs 20
+          p.temperature = 1.5f;
+          p.min_p = 0.05f;
+          p.logprobs = 20;
+        }
+        rows.push_back(std::move(c));
+      }
+    }
+    const GpuResult g = RunGpu(rows, vocab);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      head::Sampler s(vocab);
+      auto cpu = s.Sample(rows[r].logits, rows[r].Context());
+      ASSERT_TRUE(cpu.ok());
+      EXPECT_EQ(g.status[r], 0) << "row " << r;
+      EXPECT_EQ(g.ids[r], cpu->id) << "row " << r;  // the min_p set is {max, second}: far from any edge
+      EXPECT_NEAR(g.logprobs[r], cpu->logprob, 1e-5) << "row " << r;
+    }
+    Tally tally;
+    CompareWithCpu(rows, vocab, g, tally);
+  }
+}
+
 // Greedy ties, top_k = 1 and the sampled ids' logprobs on a hand-made row.
 TEST(GpuSampling, GreedyTakesTheLowestIdOfTheMaxAndTopKOneAgrees) {
   ASSERT_TRUE(HasCudaDevice());
