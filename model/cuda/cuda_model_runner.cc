@@ -139,6 +139,9 @@ absl::Status CudaModelRunner::Init(const std::string& model_dir) {
     ws = std::max(ws, kc::PagedAttentionWorkspaceBytes(static_cast<int>(T), static_cast<int>(H), static_cast<int>(hd)));
   }
   ASSIGN_OR_RETURN(workspace_, Buffer<uint8_t>(ws, &total));
+  // Uploads and zero fills ran on the legacy default stream, which stream_ (non-blocking) does not
+  // wait for: finish them before any step runs.
+  CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   device_bytes_ = total + weights_.decode_weight_bytes() + static_cast<int64_t>(weights_.embed_tokens.bytes());
   spdlog::info("cuda runner: {} layers ({} attention, {} GDN), {:.2f} GB of weights read per decode step, "
                "{:.2f} GB of device memory", c.num_hidden_layers, kv_.size(), gdn_.size(),
