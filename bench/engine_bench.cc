@@ -36,8 +36,10 @@ struct SeqState {
 };
 
 // Prefills every seq to `context` tokens (random ids), several seqs per step up to the step budget.
+// With `sample_first`, each seq's last chunk asks for its logits and the first token is sampled
+// (greedy, where the engine samples): the whole call is then the batch's time to first token.
 absl::Status Prefill(model::ModelRunner& runner, std::vector<SeqState>& seqs, int context, int step_tokens,
-                     int vocab, std::mt19937& rng) {
+                     int vocab, std::mt19937& rng, bool sample_first = false) {
   std::uniform_int_distribution<int32_t> id(0, vocab - 1);
   for (SeqState& s : seqs) {
     s.tokens.resize(static_cast<size_t>(std::max(context, 1)));
@@ -56,13 +58,19 @@ absl::Status Prefill(model::ModelRunner& runner, std::vector<SeqState>& seqs, in
       w.start_pos = done[i];
       w.tokens.assign(seqs[i].tokens.begin() + done[i], seqs[i].tokens.begin() + done[i] + n);
       w.kv_pages = seqs[i].pages;
-      w.logits = model::LogitsWanted::kNone;
-      plan.seqs.push_back(std::move(w));
       done[i] += n;
+      w.logits = sample_first && done[i] == context ? model::LogitsWanted::kLast : model::LogitsWanted::kNone;
+      plan.seqs.push_back(std::move(w));
       budget -= n;
     }
     if (plan.seqs.empty()) return absl::OkStatus();
-    auto out = runner.Forward(plan);
+    size_t rows = 0;
+    for (const model::SeqWork& w : plan.seqs) rows += w.logits == model::LogitsWanted::kLast;
+    model::RowSampling greedy;
+    greedy.temperature = 0.0f;
+    auto out = sample_first && runner.samples_on_device()
+                   ? runner.ForwardSampled(plan, std::vector<model::RowSampling>(rows, greedy))
+                   : runner.Forward(plan);
     if (!out.ok()) return out.status();
   }
 }
@@ -80,8 +88,12 @@ int RunBenchEngine(const BenchEngineArgs& a) {
   for (int c : a.contexts) {
     if (c < 0) { spdlog::error("bench engine: --context {} < 0", c); return 2; }
   }
+  for (int p : a.prompt_lens) {
+    if (p < 1) { spdlog::error("bench engine: --prompt-len {} < 1", p); return 2; }
+  }
   const int max_batch = *std::max_element(a.batches.begin(), a.batches.end());
-  const int max_context = *std::max_element(a.contexts.begin(), a.contexts.end());
+  int max_context = *std::max_element(a.contexts.begin(), a.contexts.end());
+  for (int p : a.prompt_lens) max_context = std::max(max_context, p);
   head::RunnerSizing sizing;
   sizing.backend = a.backend;
   sizing.max_batch = max_batch;
@@ -223,6 +235,36 @@ int RunBenchEngine(const BenchEngineArgs& a) {
                    p.ms_per_step);
     }
   }
+  // Prefill: fresh sequences of `prompt` random tokens, timed to each one's first sampled token.
+  struct PrefillPoint {
+    int batch = 0, prompt = 0;
+    double seconds = 0, tok_per_s = 0;
+  };
+  std::vector<PrefillPoint> prefills;
+  for (const int prompt : a.prompt_lens) {
+    for (const int batch : a.batches) {
+      std::vector<SeqState> seqs(static_cast<size_t>(batch));
+      for (int s = 0; s < batch; ++s) {
+        seqs[s].slot = s;
+        for (int p = 0; p < pages_per_seq; ++p) seqs[s].pages.push_back(s * pages_per_seq + p);
+      }
+      std::vector<double> seconds;
+      for (int r = 0; r < a.repeats + 1; ++r) {  // the first is a warm-up
+        const auto t0 = Clock::now();
+        if (auto st = Prefill(runner, seqs, prompt, sizing.max_step_tokens, vocab, rng, true); !st.ok()) {
+          spdlog::error("bench engine: prefill of {} tokens: {}", prompt, std::string(st.message()));
+          return 1;
+        }
+        if (r > 0) seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      std::sort(seconds.begin(), seconds.end());
+      PrefillPoint p{batch, prompt, seconds[seconds.size() / 2], 0};
+      p.tok_per_s = static_cast<double>(batch) * prompt / p.seconds;
+      prefills.push_back(p);
+      spdlog::info("bench engine: prefill batch {} x {} tokens: {:.0f} tok/s, time to first tokens {:.1f} ms", batch,
+                   prompt, p.tok_per_s, 1e3 * p.seconds);
+    }
+  }
   FILE* table = a.json_path == "-" ? stderr : stdout;
   std::fprintf(table, "bench engine: %s, backend %s%s\n", a.model_dir.c_str(), loaded->backend_description.c_str(),
                copy_bw > 0 ? fmt::format(", copy bandwidth {:.0f} GB/s", copy_bw / 1e9).c_str() : "");
@@ -232,6 +274,12 @@ int RunBenchEngine(const BenchEngineArgs& a) {
     std::fprintf(table, "%6d %8d %10.1f %10.3f %12.3f %10.3f %7s\n", p.batch, p.context, p.tok_per_s, p.ms_per_step,
                  p.bytes_per_step / 1e9, p.floor_ms,
                  p.ratio > 0 ? fmt::format("{:.1f}%", 100 * p.ratio).c_str() : "-");
+  }
+  if (!prefills.empty()) {
+    std::fprintf(table, "%6s %8s %12s %12s\n", "batch", "prompt", "prefill t/s", "TTFT ms");
+    for (const PrefillPoint& p : prefills) {
+      std::fprintf(table, "%6d %8d %12.0f %12.1f\n", p.batch, p.prompt, p.tok_per_s, 1e3 * p.seconds);
+    }
   }
   if (!a.json_path.empty()) {
     nlohmann::json j;
@@ -245,6 +293,10 @@ int RunBenchEngine(const BenchEngineArgs& a) {
                              {"ms_per_step", p.ms_per_step}, {"bytes_per_step", p.bytes_per_step},
                              {"weight_bytes", p.weight_bytes}, {"kv_bytes", p.kv_bytes},
                              {"state_bytes", p.state_bytes}, {"floor_ms", p.floor_ms}, {"floor_ratio", p.ratio}});
+    }
+    for (const PrefillPoint& p : prefills) {
+      j["prefill"].push_back({{"batch", p.batch}, {"prompt_len", p.prompt}, {"tok_per_s", p.tok_per_s},
+                              {"time_to_first_tokens_s", p.seconds}});
     }
     if (a.json_path == "-") {
       std::printf("%s\n", j.dump(2).c_str());

@@ -3,6 +3,7 @@
 // over decode steps that sample every row (greedy, the engine's sampler) end to end. On CUDA each
 // figure comes with its floor: the bytes a step must read (weights once, each sequence's KV at
 // its context, GDN state read and written) over the copy bandwidth measured in the same run.
+// With --prompt-len, also the prefill rate and time to first token of fresh prompts.
 #pragma once
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@ struct BenchEngineArgs {
   std::string backend = "cuda";
   std::vector<int> batches{1};
   std::vector<int> contexts{0};
+  std::vector<int> prompt_lens;  // also time prefill of fresh prompts of these lengths (TTFT)
   int steps = 64;          // timed decode steps per point
   int warmup = 8;          // untimed decode steps first (graph capture happens here)
   int repeats = 3;         // timed windows per point; the median is reported

@@ -80,6 +80,9 @@ void AddBenchEngineSubcommand(CLI::App& bench, int* exit_code) {
   cmd->add_option("--backend", args->backend, "cuda|cpu (default cuda)");
   cmd->add_option("--batch", args->batches, "batch sizes, comma-separated (default 1)")->delimiter(',');
   cmd->add_option("--context", args->contexts, "context lengths before the timed steps (default 0)")->delimiter(',');
+  cmd->add_option("--prompt-len", args->prompt_lens,
+                  "also time prefill: fresh prompts of these lengths per batch, to their first token (TTFT)")
+      ->delimiter(',');
   cmd->add_option("--steps", args->steps, "timed decode steps per window (default 64)");
   cmd->add_option("--warmup", args->warmup, "untimed decode steps first (default 8)");
   cmd->add_option("--repeats", args->repeats, "timed windows; the median is reported (default 3)");

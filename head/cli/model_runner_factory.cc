@@ -53,7 +53,8 @@ absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& dir, const Runne
   model::cuda::CudaRunnerOptions o;
   o.device = s.device;
   o.num_slots = s.max_batch;
-  o.num_kv_pages = pages;
+  o.num_kv_pages = 0;  // from the memory budget
+  o.gpu_memory_utilization = s.gpu_memory_utilization;
   o.kv_page_size = s.kv_page_size;
   o.max_seq_len = s.max_seq_len;
   o.max_step_tokens = std::max(s.max_step_tokens, s.max_batch);

@@ -17,6 +17,9 @@ struct RunnerSizing {
   int max_step_tokens = 2048;      // tokens of one step (the engine's token budget)
   int kv_page_size = 16;
   bool cuda_graphs = true;
+  // cuda: the fraction of the GPU's memory this process may hold; the KV cache gets what weights,
+  // state and activations leave (never more than max_batch full sequences).
+  double gpu_memory_utilization = 0.9;
   int device = 0;
 };
 
@@ -26,8 +29,9 @@ struct LoadedRunner {
   std::string backend_description;  // "cpu", "cuda: NVIDIA H200 (sm_90)"
 };
 
-// KV pages cover every slot at max_seq_len. Errors: unknown backend, CUDA unavailable (no driver,
-// no GPU, or a CPU-only build, each said so), and the loader's own errors.
+// CPU: KV pages cover every slot at max_seq_len. CUDA: sized from device memory. Errors: unknown
+// backend, CUDA unavailable (no driver, no GPU, or a CPU-only build, each said so), a KV cache that
+// cannot hold one max_seq_len sequence (saying what to lower), and the loader's own errors.
 absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& model_dir, const RunnerSizing& sizing);
 
 }  // namespace sparkserve::head

@@ -43,6 +43,7 @@ struct ServeArgs {
   std::string output_parser = "qwen3_5";
   int drain_timeout_s = 60;
   bool enforce_eager = false;
+  double gpu_memory_utilization = 0.9;
 };
 
 // Sampling defaults from generation_config.json (a request's own fields win).
@@ -137,6 +138,7 @@ int Serve(const ServeArgs& a) {
   sizing.max_seq_len = a.max_seq_len;
   sizing.max_step_tokens = std::max(a.max_num_batched_tokens, a.max_batch);
   sizing.cuda_graphs = !a.enforce_eager;
+  sizing.gpu_memory_utilization = a.gpu_memory_utilization;
   auto loaded = LoadModelRunner(a.dir, sizing);
   if (!loaded.ok()) {
     spdlog::error("serve: loading {} (--backend {}): {}", a.dir, a.backend, std::string(loaded.status().message()));
@@ -189,6 +191,9 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--port", a->port, "port (default 8000; 0 = any free port)");
   cmd->add_option("--backend", a->backend, "auto|cpu|cuda (default auto: cuda when a GPU is present)");
   cmd->add_flag("--enforce-eager", a->enforce_eager, "cuda: run decode steps without CUDA graphs (slower; for debugging)");
+  cmd->add_option("--gpu-memory-utilization", a->gpu_memory_utilization,
+                  "cuda: fraction of the GPU's memory to use (default 0.9); the KV cache gets what weights, state "
+                  "and activations leave, up to --max-batch sequences of --max-seq-len");
   cmd->add_option("--tp", a->tp, "tensor-parallel ranks (only 1 so far)");
   cmd->add_option("--nodes", a->nodes, "host:port,... of sparkserve-node daemons (not wired yet)");
   cmd->add_option("--max-batch", a->max_batch, "running sequences at most (default 8)");

@@ -13,6 +13,7 @@
 #include "kernels/cuda/gdn.h"
 #include "kernels/cuda/norm_ops.h"
 #include "kernels/cuda/sampling.h"
+#include "model/memory_plan.h"
 #include "quant/checkpoint.h"
 #include "spdlog/spdlog.h"
 
@@ -32,10 +33,10 @@ absl::StatusOr<DeviceBuffer<T>> Buffer(size_t count, int64_t* total) {
 absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Load(const std::string& model_dir,
                                                                        const CudaRunnerOptions& options) {
   const auto& o = options;
-  if (o.num_slots < 1 || o.num_kv_pages < 1 || o.kv_page_size < 1 || o.max_seq_len < 1 || o.max_step_tokens < 1) {
+  if (o.num_slots < 1 || o.num_kv_pages < 0 || o.kv_page_size < 1 || o.max_seq_len < 1 || o.max_step_tokens < 1) {
     return absl::InvalidArgumentError(fmt::format(
-        "CUDA runner: slots ({}), KV pages ({}), page size ({}), max_seq_len ({}) and max_step_tokens ({}) must be >= 1",
-        o.num_slots, o.num_kv_pages, o.kv_page_size, o.max_seq_len, o.max_step_tokens));
+        "CUDA runner: slots ({}), page size ({}), max_seq_len ({}) and max_step_tokens ({}) must be >= 1 and KV "
+        "pages ({}) >= 0", o.num_slots, o.kv_page_size, o.max_seq_len, o.max_step_tokens, o.num_kv_pages));
   }
   if (o.max_step_tokens < o.num_slots) {
     return absl::InvalidArgumentError(fmt::format(
@@ -71,15 +72,9 @@ absl::Status CudaModelRunner::Init(const std::string& model_dir) {
   const int64_t S = options_.num_slots, T = options_.max_step_tokens;
   int64_t total = 0;
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    if (c.is_full_attention(i)) {
+    if (c.is_full_attention(i)) {  // its KV pool comes last, sized from what memory is left
       gdn_index_.push_back(-1);
-      kv_index_.push_back(static_cast<int32_t>(kv_.size()));
-      const size_t n = static_cast<size_t>(options_.num_kv_pages) * options_.kv_page_size * KV * hd;
-      KvState kv;
-      ASSIGN_OR_RETURN(kv.k, DeviceBuffer<__nv_bfloat16>::Zeros(n));
-      ASSIGN_OR_RETURN(kv.v, DeviceBuffer<__nv_bfloat16>::Zeros(n));
-      total += static_cast<int64_t>(2 * n * 2);
-      kv_.push_back(std::move(kv));
+      kv_index_.push_back(num_attention_layers_++);
     } else {
       kv_index_.push_back(-1);
       gdn_index_.push_back(static_cast<int32_t>(gdn_.size()));
@@ -135,17 +130,43 @@ absl::Status CudaModelRunner::Init(const std::string& model_dir) {
       grow(*lin);
     }
   }
-  if (!kv_.empty()) {
+  if (num_attention_layers_ > 0) {
     ws = std::max(ws, kc::PagedAttentionWorkspaceBytes(static_cast<int>(T), static_cast<int>(H), static_cast<int>(hd)));
   }
   ASSIGN_OR_RETURN(workspace_, Buffer<uint8_t>(ws, &total));
+  // The KV cache: the pages asked for, or (0) what the memory budget leaves.
+  const int64_t page_elems = static_cast<int64_t>(options_.kv_page_size) * KV * hd;
+  if (options_.num_kv_pages == 0) {
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+    KvMemoryRequest r;
+    r.utilization = options_.gpu_memory_utilization;
+    r.device_total = static_cast<int64_t>(total_bytes);
+    r.device_free = static_cast<int64_t>(free_bytes);
+    r.page_bytes = static_cast<int64_t>(num_attention_layers_) * 2 * page_elems * 2;  // K and V, bf16
+    r.page_size = options_.kv_page_size;
+    r.max_seq_len = options_.max_seq_len;
+    r.max_batch = options_.num_slots;
+    ASSIGN_OR_RETURN(options_.num_kv_pages, PlanKvPages(r));
+  }
+  for (int32_t i = 0; i < num_attention_layers_; ++i) {
+    const size_t n = static_cast<size_t>(options_.num_kv_pages) * static_cast<size_t>(page_elems);
+    KvState kv;
+    ASSIGN_OR_RETURN(kv.k, DeviceBuffer<__nv_bfloat16>::Zeros(n));
+    ASSIGN_OR_RETURN(kv.v, DeviceBuffer<__nv_bfloat16>::Zeros(n));
+    total += static_cast<int64_t>(2 * n * 2);
+    kv_.push_back(std::move(kv));
+  }
   // Uploads and zero fills ran on the legacy default stream, which stream_ (non-blocking) does not
   // wait for: finish them before any step runs.
   CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   device_bytes_ = total + weights_.decode_weight_bytes() + static_cast<int64_t>(weights_.embed_tokens.bytes());
   spdlog::info("cuda runner: {} layers ({} attention, {} GDN), {:.2f} GB of weights read per decode step, "
-               "{:.2f} GB of device memory", c.num_hidden_layers, kv_.size(), gdn_.size(),
-               static_cast<double>(weights_.decode_weight_bytes()) / 1e9, static_cast<double>(device_bytes_) / 1e9);
+               "{} KV pages of {} tokens ({} full sequences of {}), {:.2f} GB of device memory", c.num_hidden_layers,
+               kv_.size(), gdn_.size(), static_cast<double>(weights_.decode_weight_bytes()) / 1e9,
+               options_.num_kv_pages, options_.kv_page_size,
+               options_.num_kv_pages / std::max(1, pages_stride_), options_.max_seq_len,
+               static_cast<double>(device_bytes_) / 1e9);
   return absl::OkStatus();
 }
 

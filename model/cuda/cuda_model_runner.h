@@ -27,7 +27,8 @@ namespace sparkserve::model::cuda {
 struct CudaRunnerOptions {
   int32_t device = 0;
   int32_t num_slots = 8;            // most sequences in flight (GDN state slots)
-  int32_t num_kv_pages = 64;        // KV pages per attention layer
+  int32_t num_kv_pages = 64;        // KV pages per attention layer; 0: as many as the memory budget leaves
+  double gpu_memory_utilization = 0.9;  // the budget, a fraction of the device's memory (num_kv_pages == 0)
   int32_t kv_page_size = 16;        // tokens per page
   int32_t max_seq_len = 4096;
   int32_t max_step_tokens = 2048;   // most tokens in one step (activation buffers are sized by it)
@@ -82,6 +83,7 @@ class CudaModelRunner : public ModelRunner {
     DeviceBuffer<__nv_bfloat16> k, v;  // [num_pages, page_size, kv_heads, head_dim]
   };
   std::vector<int32_t> gdn_index_, kv_index_;  // per layer: index into gdn_/kv_ or -1
+  int32_t num_attention_layers_ = 0;
   std::vector<GdnState> gdn_;
   std::vector<KvState> kv_;
 

@@ -7,6 +7,7 @@
 #   model   gpu_model_test: the CUDA runner against the CPU runner (golden fixtures, demo models)
 #   e2e     the HTTP e2e suite (official openai/anthropic SDKs) with `serve --backend cuda`
 #   4b      a random 4B nvfp4-mixed model: logits vs CPU, `bench engine`, `bench serve` at batch 1
+#           (BENCH_BATCH, BENCH_CONTEXT, BENCH_PROMPT=prompt lengths for prefill, BENCH_PROFILE=1)
 # Logs go to $OUT (or /tmp); a short table of results comes last. Exit 1 when any check fails.
 set -uo pipefail
 BIN="$(realpath "${1:-build/bin}")"
@@ -71,7 +72,7 @@ if want 4b; then
   rc=${PIPESTATUS[0]}
   record model-4b "$rc" "$(grep '^\[model\]' "$LOG_DIR/model_4b.log" | sed 's/.*graphs=1: //')"
   "$BIN/sparkserve" bench engine "$M4B" --batch "${BENCH_BATCH:-1,8}" --context "${BENCH_CONTEXT:-0,8192}" \
-    --steps 64 --repeats 3 ${BENCH_PROFILE:+--profile} --json "$LOG_DIR/bench_engine.json" 2>&1 | tee "$LOG_DIR/bench_engine.log"
+    --steps 64 --repeats 3 ${BENCH_PROFILE:+--profile} ${BENCH_PROMPT:+--prompt-len $BENCH_PROMPT} --json "$LOG_DIR/bench_engine.json" 2>&1 | tee "$LOG_DIR/bench_engine.log"
   record engine "${PIPESTATUS[0]}" "$(awk '$1=="1" && $2=="0" {print "batch 1: " $3 " tok/s, " $7 " of floor"}' "$LOG_DIR/bench_engine.log")"
   # The server at batch 1: a streaming client, one request at a time.
   "$BIN/sparkserve" serve "$M4B" --backend cuda --port 0 --max-batch 8 --max-seq-len 4096 >"$LOG_DIR/serve_4b.out" 2>"$LOG_DIR/serve_4b.err" &
