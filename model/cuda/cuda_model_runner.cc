@@ -575,6 +575,10 @@ absl::Status CudaModelRunner::SampleOnDevice(const std::vector<RowSampling>& row
       return absl::InvalidArgumentError("RowSampling: history ids and counts differ in length");
     }
     kc::SamplingRow& p = params[static_cast<size_t>(r)];
+    if (!DeviceSamplingVerified(in)) {  // sampled on the host: the kernel's cheapest pass (plain greedy)
+      p.temperature = 0.0f;
+      continue;
+    }
     p.temperature = in.temperature;
     p.top_k = in.top_k;
     p.top_p = in.top_p;
@@ -668,7 +672,7 @@ absl::Status CudaModelRunner::SampleOnDevice(const std::vector<RowSampling>& row
     s.id = ids[r];
     host_rows = host_rows || s.status != SampledRow::kDone;
     const int k = rows[static_cast<size_t>(r)].num_logprobs;
-    if (k >= 0) {
+    if (k >= 0 && s.status == SampledRow::kDone) {
       s.logprob = logprobs[r];
       for (int j = 0; j < std::min(k, kc::kMaxGpuLogprobs); ++j) {
         s.top_logprobs.emplace_back(top_ids[static_cast<size_t>(r) * kc::kMaxGpuLogprobs + j],
