@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <span>
 #include <string>
 
@@ -388,7 +387,6 @@ void Engine::Postprocess(const scheduler::ScheduledBatch& batch, const model::St
     Draw d;
     d.seq = s.seq;
     d.state = &seq_states_.at(s.seq->id);
-    const RequestState& req = *d.state->request;
     const int64_t row = output.logit_row_begin[i + 1] - 1;
     if (!output.sampled.empty() && output.sampled[static_cast<size_t>(row)].status == model::SampledRow::kDone) {
       const model::SampledRow& r = output.sampled[static_cast<size_t>(row)];
@@ -401,11 +399,7 @@ void Engine::Postprocess(const scheduler::ScheduledBatch& batch, const model::St
     } else {
       d.logits = std::span<const float>(output.logits.data<float>() + row * vocab, static_cast<size_t>(vocab));
     }
-    d.ctx.params = &req.request.sampling;
-    d.ctx.prompt = s.seq->prompt();
-    d.ctx.output = s.seq->output();
-    if (s.seq->num_generated() < req.request.min_tokens) d.ctx.banned = req.stop_ids;
-    d.ctx.rng_seed = d.state->rng_seed;
+    d.ctx = ContextOf(s);
     draws.push_back(std::move(d));
   }
   SampleAll(draws);
@@ -487,35 +481,22 @@ void Engine::SampleAll(std::vector<Draw>& draws) {
   }
 }
 
+SamplingContext Engine::ContextOf(const scheduler::ScheduledSeq& s) const {
+  const SeqState& st = seq_states_.at(s.seq->id);
+  const RequestState& req = *st.request;
+  SamplingContext ctx;
+  ctx.params = &req.request.sampling;
+  ctx.prompt = s.seq->prompt();
+  ctx.output = s.seq->output();
+  if (s.seq->num_generated() < req.request.min_tokens) ctx.banned = req.stop_ids;
+  ctx.rng_seed = st.rng_seed;
+  return ctx;
+}
+
 std::vector<model::RowSampling> Engine::RowSamplings(const scheduler::ScheduledBatch& batch) const {
   std::vector<model::RowSampling> rows;
   for (const scheduler::ScheduledSeq& s : batch.seqs) {
-    if (!s.samples) continue;
-    const SeqState& st = seq_states_.at(s.seq->id);
-    const RequestState& req = *st.request;
-    const scheduler::SamplingParams& p = req.request.sampling;
-    model::RowSampling r;
-    r.temperature = p.temperature;
-    r.top_k = p.top_k;
-    r.top_p = p.top_p;
-    r.min_p = p.min_p;
-    r.repetition_penalty = p.repetition_penalty;
-    r.frequency_penalty = p.frequency_penalty;
-    r.presence_penalty = p.presence_penalty;
-    r.num_logprobs = std::min(p.logprobs, kMaxLogprobs);
-    r.uniform = UniformAt(st.rng_seed, s.seq->output().size());
-    if (s.seq->num_generated() < req.request.min_tokens) r.banned = req.stop_ids;
-    for (const auto& [id, b] : p.logit_bias) r.bias.emplace_back(id, b);
-    if (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
-      std::map<int32_t, int32_t> counts;  // id -> occurrences in the output (0: prompt only)
-      for (const int32_t id : s.seq->prompt()) counts.emplace(id, 0);
-      for (const int32_t id : s.seq->output()) ++counts[id];
-      for (const auto& [id, c] : counts) {
-        r.history_ids.push_back(id);
-        r.history_output_counts.push_back(c);
-      }
-    }
-    rows.push_back(std::move(r));
+    if (s.samples) rows.push_back(ToRowSampling(ContextOf(s)));
   }
   return rows;
 }

@@ -102,6 +102,8 @@ class Engine : public EngineApi {
   // Samples every draw; in parallel on the core thread pool when there are several (each draw
   // depends only on its own row and stream, so the result is the same either way).
   void SampleAll(std::vector<Draw>& draws);
+  // The sampler's view of a scheduled seq (params, history, banned ids below min_tokens, stream).
+  SamplingContext ContextOf(const scheduler::ScheduledSeq& s) const;
   // What a device-sampling runner needs for each sampling seq of `batch`, in plan order.
   std::vector<model::RowSampling> RowSamplings(const scheduler::ScheduledBatch& batch) const;
   void FailBatch(const scheduler::ScheduledBatch& batch, const std::string& error);

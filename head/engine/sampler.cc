@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "core/status.h"
 #include "fmt/format.h"
@@ -75,6 +76,32 @@ std::vector<scheduler::TokenLogprob> TopLogprobs(std::span<const float> logits, 
 
 uint64_t SequenceSeed(uint64_t request_seed, int32_t sample_index) {
   return SplitMix64(request_seed ^ SplitMix64(0x5EEDull + static_cast<uint64_t>(sample_index)));
+}
+
+model::RowSampling ToRowSampling(const SamplingContext& ctx) {
+  const scheduler::SamplingParams& p = *ctx.params;
+  model::RowSampling r;
+  r.temperature = p.temperature;
+  r.top_k = p.top_k;
+  r.top_p = p.top_p;
+  r.min_p = p.min_p;
+  r.repetition_penalty = p.repetition_penalty;
+  r.frequency_penalty = p.frequency_penalty;
+  r.presence_penalty = p.presence_penalty;
+  r.num_logprobs = std::min(p.logprobs, kMaxLogprobs);
+  r.uniform = UniformAt(ctx.rng_seed, ctx.output.size());
+  r.banned.assign(ctx.banned.begin(), ctx.banned.end());
+  for (const auto& [id, b] : p.logit_bias) r.bias.emplace_back(id, b);
+  if (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+    std::map<int32_t, int32_t> counts;  // id -> occurrences in the output (0: prompt only)
+    for (const int32_t id : ctx.prompt) counts.emplace(id, 0);
+    for (const int32_t id : ctx.output) ++counts[id];
+    for (const auto& [id, c] : counts) {
+      r.history_ids.push_back(id);
+      r.history_output_counts.push_back(c);
+    }
+  }
+  return r;
 }
 
 double UniformAt(uint64_t seed, uint64_t counter) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "model/row_sampling.h"
 #include "scheduler/request.h"
 
 namespace sparkserve::head {
@@ -37,6 +38,11 @@ struct TokenProb {
   int32_t id = 0;
   double prob = 0.0;
 };
+
+// One draw flattened for a sampler on the model runner's device (model/row_sampling.h): the
+// context's parameters, banned ids and logit bias, this draw's uniform (UniformAt(rng_seed,
+// output size)), and, when a penalty is on, prompt + output as distinct ids with output counts.
+model::RowSampling ToRowSampling(const SamplingContext& ctx);
 
 // The per-sequence random stream: from the request's seed and the sample's index among n.
 uint64_t SequenceSeed(uint64_t request_seed, int32_t sample_index);

@@ -125,9 +125,4 @@ absl::Status Fp8DecodeLinear(const Fp8LinearDevice& w, const __half* x, int rows
                     "fp8 decode linear");
 }
 
-absl::Status Bf16ToF16(const void* x_bf16, __half* x_f16, int64_t n, cudaStream_t stream) {
-  if (n <= 0) return absl::OkStatus();
-  return CudaStatus(LaunchBf16ToF16(x_bf16, x_f16, n, stream), "bf16 -> f16");
-}
-
 }  // namespace sparkserve::kernels::cuda

@@ -9,6 +9,7 @@
 // (decode_linear.h), so a warp's loads of one K step are 2 x 512 contiguous bytes and a tile's
 // steps follow each other in memory.
 #include "kernels/cuda/decode_linear_kernels.h"
+#include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/step_launch.h"
 
 #include <cuda_bf16.h>
@@ -28,14 +29,6 @@ __device__ __forceinline__ void MmaF16F32(float c[4], uint32_t a0, uint32_t a1, 
       "{%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint4 LoadStreaming(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
 }
 
 // Nibbles E and E+4 of `u` (E2M1 codes) as fp16x2 holding value * 2^-14, exactly: the 3 magnitude
@@ -104,15 +97,18 @@ __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32)
   const int klen = (s1 - s0) * kNvfp4Step;
   const uint8_t* wt = packed + (static_cast<size_t>(min(tile, tiles - 1)) * steps) * 1024 + 16 * lane;
   const uint8_t* st = scales + (static_cast<size_t>(min(tile, tiles - 1)) * steps) * 128 + 16 * q;
-  // The first weights (which no earlier kernel writes) load while the previous kernel finishes.
+  // K steps s_base.. (clamped to the split) into registers.
   uint4 qa[kUnroll], qb[kUnroll], sc[kUnroll];
+  auto load_steps = [&](int s_base) {
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int s = min(s0 + u, s1 - 1);
-    qa[u] = LoadStreaming(wt + 1024 * s);
-    qb[u] = LoadStreaming(wt + 1024 * s + 512);
-    sc[u] = __ldg(reinterpret_cast<const uint4*>(st + 128 * s));
-  }
+    for (int u = 0; u < kUnroll; ++u) {
+      const int s = min(s_base + u, s1 - 1);
+      qa[u] = LoadStreaming(wt + 1024 * s);
+      qb[u] = LoadStreaming(wt + 1024 * s + 512);
+      sc[u] = __ldg(reinterpret_cast<const uint4*>(st + 128 * s));
+    }
+  };
+  load_steps(s0);  // the first weights (no earlier kernel writes them) load while the previous kernel finishes
   WaitForPriorGrids();
   AllowNextGrid();
   StageActivations(x, rows, in, s0 * kNvfp4Step, (s1 - s0) * kNvfp4Step, xs);
@@ -123,15 +119,7 @@ __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32)
 
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   for (int s_base = s0; s_base < s1; s_base += kUnroll) {
-    if (s_base != s0) {
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int s = min(s_base + u, s1 - 1);
-        qa[u] = LoadStreaming(wt + 1024 * s);
-        qb[u] = LoadStreaming(wt + 1024 * s + 512);
-        sc[u] = __ldg(reinterpret_cast<const uint4*>(st + 128 * s));
-      }
-    }
+    if (s_base != s0) load_steps(s_base);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       if (s_base + u >= s1) break;
@@ -179,14 +167,16 @@ __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32)
   const int t = lane % 4, q = lane / 4;
   const int klen = (s1 - s0) * kFp8Step;
   const uint8_t* wt = weight + (static_cast<size_t>(min(tile, tiles - 1)) * steps) * 1024 + 16 * lane;
-  // The first weights load while the previous kernel finishes (see the NVFP4 kernel).
   uint4 qa[kUnroll], qb[kUnroll];
+  auto load_steps = [&](int s_base) {
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int s = min(s0 + u, s1 - 1);
-    qa[u] = LoadStreaming(wt + 1024 * s);
-    qb[u] = LoadStreaming(wt + 1024 * s + 512);
-  }
+    for (int u = 0; u < kUnroll; ++u) {
+      const int s = min(s_base + u, s1 - 1);
+      qa[u] = LoadStreaming(wt + 1024 * s);
+      qb[u] = LoadStreaming(wt + 1024 * s + 512);
+    }
+  };
+  load_steps(s0);  // while the previous kernel finishes (see the NVFP4 kernel)
   WaitForPriorGrids();
   AllowNextGrid();
   StageActivations(x, rows, in, s0 * kFp8Step, (s1 - s0) * kFp8Step, xs);
@@ -196,14 +186,7 @@ __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32)
 
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   for (int s_base = s0; s_base < s1; s_base += kUnroll) {
-    if (s_base != s0) {
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int s = min(s_base + u, s1 - 1);
-        qa[u] = LoadStreaming(wt + 1024 * s);
-        qb[u] = LoadStreaming(wt + 1024 * s + 512);
-      }
-    }
+    if (s_base != s0) load_steps(s_base);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       if (s_base + u >= s1) break;
@@ -246,10 +229,6 @@ struct SplitSum {
   }
 };
 
-__device__ __forceinline__ __half SaturatedHalf(float v) {  // +-65504 at most; NaN stays NaN
-  return __float2half_rn(v > 65504.f ? 65504.f : (v < -65504.f ? -65504.f : v));
-}
-
 // kStore: y[r, o]. Grid over rows * out.
 __global__ void StoreSplitsKernel(const SplitSum sum, float* __restrict__ y) {
   WaitForPriorGrids();
@@ -268,7 +247,7 @@ __global__ void SwiGluSplitsKernel(const SplitSum sum, __half* __restrict__ x_ou
   if (i >= static_cast<int64_t>(sum.rows) * f) return;
   const int r = static_cast<int>(i / f), o = static_cast<int>(i % f);
   const float g = sum(r, o), u = sum(r, o + f);
-  x_out[i] = SaturatedHalf(g / (1.0f + __expf(-g)) * u);
+  x_out[i] = ToHalfSaturated(g / (1.0f + __expf(-g)) * u);
 }
 
 constexpr int kNormThreads = 1024;  // one block holds a whole row: enough loads in flight for its splits
@@ -297,7 +276,7 @@ __global__ void __launch_bounds__(kNormThreads)
   for (int i = 0; i < kNormThreads / 32; ++i) total += warp_sums[i];
   const float inv = rsqrtf(total / static_cast<float>(d) + eps);
   for (int k = threadIdx.x; k < d; k += kNormThreads) {
-    x_out[static_cast<size_t>(r) * d + k] = SaturatedHalf(res[k] * inv * (1.0f + w[k]));
+    x_out[static_cast<size_t>(r) * d + k] = ToHalfSaturated(res[k] * inv * (1.0f + w[k]));
   }
 }
 
@@ -312,23 +291,6 @@ cudaError_t LaunchEpilogue(const SplitSum& sum, float* y, const DecodeEpilogue& 
   const dim3 grid(static_cast<unsigned>((n + 255) / 256));
   if (e.kind == K::kSwiGlu) return LaunchStepKernel(SwiGluSplitsKernel, grid, dim3(256), 0, stream, sum, e.x_out);
   return LaunchStepKernel(StoreSplitsKernel, grid, dim3(256), 0, stream, sum, y);
-}
-
-__global__ void Bf16ToF16Kernel(const __nv_bfloat16* __restrict__ x, __half* __restrict__ y, int64_t n) {
-  WaitForPriorGrids();
-  AllowNextGrid();
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = __float2half_rn(fminf(fmaxf(__bfloat162float(x[i]), -65504.f), 65504.f));
-}
-
-int MultiprocessorCount() {
-  static int count = [] {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return 132;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 132;
-    return n > 0 ? n : 132;
-  }();
-  return count;
 }
 
 template <typename Kernel>
@@ -381,12 +343,6 @@ cudaError_t LaunchFp8Decode(const Fp8LinearDevice& w, const __half* x, int rows,
   if (err != cudaSuccess) return err;
   const SplitSum sum{partial, p.num_splits, rows, w.out, 1.0f, w.scales, nullptr};
   return LaunchEpilogue(sum, y, epilogue, stream);
-}
-
-cudaError_t LaunchBf16ToF16(const void* x_bf16, __half* x_f16, int64_t n, cudaStream_t stream) {
-  LaunchStepKernel(Bf16ToF16Kernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, stream,
-                   static_cast<const __nv_bfloat16*>(x_bf16), x_f16, n);
-  return cudaGetLastError();
 }
 
 }  // namespace sparkserve::kernels::cuda

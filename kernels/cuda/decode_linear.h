@@ -84,7 +84,4 @@ absl::Status Nvfp4DecodeLinear(const Nvfp4LinearDevice& w, const __half* x, int 
 absl::Status Fp8DecodeLinear(const Fp8LinearDevice& w, const __half* x, int rows, float* y, void* workspace,
                              cudaStream_t stream, const DecodeEpilogue& epilogue = {});
 
-// Converts bf16 activations to fp16 (saturating at +-65504).
-absl::Status Bf16ToF16(const void* x_bf16, __half* x_f16, int64_t n, cudaStream_t stream);
-
 }  // namespace sparkserve::kernels::cuda

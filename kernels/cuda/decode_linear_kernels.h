@@ -23,6 +23,5 @@ cudaError_t LaunchNvfp4Decode(const Nvfp4LinearDevice& w, const __half* x, int r
                               const DecodeEpilogue& epilogue, cudaStream_t stream);
 cudaError_t LaunchFp8Decode(const Fp8LinearDevice& w, const __half* x, int rows, float* y, float* partial,
                             const DecodeEpilogue& epilogue, cudaStream_t stream);
-cudaError_t LaunchBf16ToF16(const void* x_bf16, __half* x_f16, int64_t n, cudaStream_t stream);
 
 }  // namespace sparkserve::kernels::cuda

@@ -9,6 +9,7 @@
 // - tiled (rows > 8): 64 x 64 output tiles, K steps of 16 staged in shared memory as f32, 4 x 4
 //   outputs a thread with fp32 FMA.
 #include "kernels/cuda/dense_linear_kernels.h"
+#include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/step_launch.h"
 
 #include <algorithm>
@@ -24,14 +25,6 @@ constexpr int kTileN = 64;  // output features a tile
 constexpr int kTileK = 16;
 constexpr int kTileThreads = 256;  // 16 x 16 threads, 4 x 4 outputs each
 static_assert(kDenseTileRows == 64 && kTileN == 64 && kTileThreads == 256, "the tile mapping assumes these");
-
-__device__ __forceinline__ uint4 LoadStreaming(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
 
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll

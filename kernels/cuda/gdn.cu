@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "kernels/cuda/gdn_kernels.h"
+#include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/step_launch.h"
 
 namespace sparkserve::kernels::cuda {
@@ -196,10 +197,6 @@ __device__ __forceinline__ void LoadToken(const GdnParams& p, int t, int kh, int
 
 __device__ __forceinline__ float& Lane(float4& v, int x) { return x == 0 ? v.x : x == 1 ? v.y : x == 2 ? v.z : v.w; }
 
-__device__ __forceinline__ float SaturateF16Range(float x) {
-  return x > 65504.0f ? 65504.0f : (x < -65504.0f ? -65504.0f : x);  // NaN stays NaN
-}
-
 // grid (slices, nv, num_seqs), cluster (slices, 1, 1); M = rows a thread holds (dk <= 32 * M).
 template <int M>
 __global__ void __launch_bounds__(kGdnThreads) GatedDeltaNetKernel(const GdnParams p) {
@@ -340,7 +337,7 @@ __global__ void __launch_bounds__(kGdnThreads) GatedDeltaNetKernel(const GdnPara
       float y[4];
 #pragma unroll
       for (int x = 0; x < 4; ++x) {
-        y[x] = SaturateF16Range((Lane(norm_w, x) * (Lane(o, x) * inv_rms)) * SiluF(Lane(cur.z, x)));
+        y[x] = SaturateToHalfRange((Lane(norm_w, x) * (Lane(o, x) * inv_rms)) * SiluF(Lane(cur.z, x)));
       }
       const __half2 lo = __floats2half2_rn(y[0], y[1]), hi = __floats2half2_rn(y[2], y[3]);
       __half* dst = p.out + (static_cast<size_t>(t) * p.nv + j) * p.dv + col;  // 8-byte aligned (checked)

@@ -6,6 +6,7 @@
 // its row in registers between the sum of squares and the scaling (fp32 reduction): one warp per
 // row up to 512 elements, else one block per row.
 #include "kernels/cuda/norm_ops_kernels.h"
+#include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/step_launch.h"
 
 #include <algorithm>
@@ -22,12 +23,6 @@ constexpr int kElementwiseThreads = 256;
 constexpr int64_t kElementwiseMaxBlocks = 16384;  // grid-stride beyond this
 
 bool Aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-
-// f32 -> f16, saturating at +-65504; NaN stays NaN (comparisons with NaN are false).
-__device__ __forceinline__ float SaturateToHalfRange(float v) {
-  return v > 65504.f ? 65504.f : (v < -65504.f ? -65504.f : v);
-}
-__device__ __forceinline__ __half ToHalfSaturated(float v) { return __float2half_rn(SaturateToHalfRange(v)); }
 
 // Four floats as four f16 in 8 bytes (for one 8-byte store).
 __device__ __forceinline__ uint2 ToHalf4Saturated(float4 v) {

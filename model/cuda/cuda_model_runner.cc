@@ -12,7 +12,6 @@
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/gdn.h"
 #include "kernels/cuda/norm_ops.h"
-#include "kernels/cuda/sampling.h"
 #include "model/memory_plan.h"
 #include "quant/checkpoint.h"
 #include "spdlog/spdlog.h"
@@ -236,39 +235,6 @@ absl::Status CudaModelRunner::RunLinear(const CudaLinear& linear, const __half* 
   return Mark(n.substr(n.find_last_of('.') + 1));  // "model.layers.3.mlp.down_proj" -> "down_proj"
 }
 
-absl::Status CudaModelRunner::Mark(const std::string& op) {
-  if (!profiling_) return absl::OkStatus();
-  cudaEvent_t e = nullptr;
-  CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
-  op_marks_.emplace_back(op, e);
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream_, &capturing));
-  // Inside a stream capture a plain record only orders work; an external one keeps its timestamp.
-  CUDA_RETURN_IF_ERROR(capturing == cudaStreamCaptureStatusActive
-                           ? cudaEventRecordWithFlags(e, stream_, cudaEventRecordExternal)
-                           : cudaEventRecord(e, stream_));
-  return absl::OkStatus();
-}
-
-absl::Status CudaModelRunner::CollectOpProfile() {
-  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  std::map<std::string, size_t> index;
-  op_profile_.clear();
-  for (size_t i = 1; i < op_marks_.size(); ++i) {
-    float ms = 0;
-    CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, op_marks_[i - 1].second, op_marks_[i].second));
-    const std::string& op = op_marks_[i].first;
-    auto [it, fresh] = index.emplace(op, op_profile_.size());
-    if (fresh) op_profile_.push_back({op, 0, 0});
-    op_profile_[it->second].micros += 1e3 * ms;
-    op_profile_[it->second].count += 1;
-  }
-  for (auto& [op, e] : op_marks_) cudaEventDestroy(e);
-  op_marks_.clear();
-  profiling_ = false;
-  return absl::OkStatus();
-}
-
 absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
   const auto& c = config_;
   const int d = static_cast<int>(c.hidden_size), H = static_cast<int>(c.num_attention_heads),
@@ -386,7 +352,7 @@ absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
   return Mark("gather_rows");
 }
 
-absl::Status CudaModelRunner::EnqueueHead(int /*S*/, int /*T*/, int row_begin, int rows) {
+absl::Status CudaModelRunner::EnqueueHead(int row_begin, int rows) {
   const int d = static_cast<int>(config_.hidden_size);
   RETURN_IF_ERROR(
       kc::GatherRows(normed_.data(), d, meta_device_.data() + meta_.logit_rows + row_begin, rows, hidden_.data(), stream_));
@@ -396,6 +362,22 @@ absl::Status CudaModelRunner::EnqueueHead(int /*S*/, int /*T*/, int row_begin, i
 }
 
 absl::StatusOr<StepOutput> CudaModelRunner::Forward(const StepPlan& plan) { return Execute(plan, true); }
+
+absl::StatusOr<cudaGraphExec_t> CudaModelRunner::CaptureDecodeStep(int S) {
+  CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  absl::Status captured = Mark("start");  // a no-op unless profiling
+  if (captured.ok()) captured = EnqueueLayers(S, S, 1);
+  if (captured.ok()) captured = EnqueueHead(0, S);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+  RETURN_IF_ERROR(captured);
+  CUDA_RETURN_IF_ERROR(end);
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  CUDA_RETURN_IF_ERROR(inst);
+  return exec;
+}
 
 absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool fetch) {
   for (const SeqWork& s : plan.seqs) {
@@ -463,51 +445,30 @@ absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool f
     return absl::OkStatus();
   };
   profiling_ = std::exchange(profile_next_, false);
-  if (profiling_ && decode_only && options_.cuda_graphs && S <= logit_chunk_rows_) {
-    // Profiled decode step: captured with its event marks into a graph of its own, replayed once.
-    CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
-    absl::Status captured = Mark("start");
-    if (captured.ok()) captured = EnqueueLayers(S, S, 1);
-    if (captured.ok()) captured = EnqueueHead(S, S, 0, S);
-    cudaGraph_t graph = nullptr;
-    const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
-    RETURN_IF_ERROR(captured);
-    CUDA_RETURN_IF_ERROR(end);
-    cudaGraphExec_t exec = nullptr;
-    const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
-    CUDA_RETURN_IF_ERROR(inst);
-    const cudaError_t launched = cudaGraphLaunch(exec, stream_);
-    const cudaError_t synced = cudaStreamSynchronize(stream_);
-    cudaGraphExecDestroy(exec);
-    CUDA_RETURN_IF_ERROR(launched);
-    CUDA_RETURN_IF_ERROR(synced);
-    RETURN_IF_ERROR(fetch_rows(0, S));
-  } else if (decode_only && options_.cuda_graphs && S <= logit_chunk_rows_) {
-    auto it = decode_graphs_.find(S);
-    if (it == decode_graphs_.end()) {
-      CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
-      absl::Status captured = EnqueueLayers(S, S, 1);
-      if (captured.ok()) captured = EnqueueHead(S, S, 0, S);
-      cudaGraph_t graph = nullptr;
-      const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
-      RETURN_IF_ERROR(captured);
-      CUDA_RETURN_IF_ERROR(end);
-      cudaGraphExec_t exec = nullptr;
-      const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
-      cudaGraphDestroy(graph);
-      CUDA_RETURN_IF_ERROR(inst);
-      it = decode_graphs_.emplace(S, exec).first;
-      spdlog::debug("cuda runner: captured the decode step for batch {}", S);
+  if (decode_only && options_.cuda_graphs && S <= logit_chunk_rows_) {
+    if (profiling_) {  // a graph of its own, with the event marks, replayed once
+      ASSIGN_OR_RETURN(cudaGraphExec_t exec, CaptureDecodeStep(S));
+      const cudaError_t launched = cudaGraphLaunch(exec, stream_);
+      const cudaError_t synced = cudaStreamSynchronize(stream_);
+      cudaGraphExecDestroy(exec);
+      CUDA_RETURN_IF_ERROR(launched);
+      CUDA_RETURN_IF_ERROR(synced);
+    } else {
+      auto it = decode_graphs_.find(S);
+      if (it == decode_graphs_.end()) {
+        ASSIGN_OR_RETURN(cudaGraphExec_t exec, CaptureDecodeStep(S));
+        it = decode_graphs_.emplace(S, exec).first;
+        spdlog::debug("cuda runner: captured the decode step for batch {}", S);
+      }
+      CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, stream_));
     }
-    CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, stream_));
     RETURN_IF_ERROR(fetch_rows(0, S));
   } else {
     RETURN_IF_ERROR(Mark("start"));
     RETURN_IF_ERROR(EnqueueLayers(S, T, max_seq_tokens));
     for (int r = 0; r < R; r += logit_chunk_rows_) {
       const int rows = std::min(logit_chunk_rows_, R - r);
-      RETURN_IF_ERROR(EnqueueHead(S, T, r, rows));
+      RETURN_IF_ERROR(EnqueueHead(r, rows));
       RETURN_IF_ERROR(fetch_rows(r, rows));
     }
   }
@@ -518,179 +479,6 @@ absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool f
     CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   }
   return out;
-}
-
-// Rows whose device result is taken. The H200 suite (tests/gpu/ops/sampling_test.cc) still finds
-// the GPU sampler dropping the row's maximum on a few rows that combine processing (repetition
-// penalty, min_p) with logprobs; until that is fixed only plain greedy rows — the bulk of the suite's
-// rows, all matching — keep the device's answer, and every other row is sampled on the host from
-// its logits (the engine's fallback path).
-namespace {
-
-bool DeviceSamplingVerified(const RowSampling& r) {
-  return r.temperature < 1e-5f && r.num_logprobs < 0 && r.repetition_penalty == 1.0f && r.frequency_penalty == 0.0f &&
-         r.presence_penalty == 0.0f && r.bias.empty() && r.banned.empty();
-}
-
-}  // namespace
-
-absl::StatusOr<StepOutput> CudaModelRunner::ForwardSampled(const StepPlan& plan, const std::vector<RowSampling>& rows) {
-  int64_t R = 0;
-  for (const SeqWork& w : plan.seqs) {
-    if (w.logits == LogitsWanted::kAll) {
-      return absl::InvalidArgumentError("ForwardSampled takes kLast/kNone logits only (one sampled row per sequence)");
-    }
-    R += w.logits == LogitsWanted::kLast;
-  }
-  if (static_cast<int64_t>(rows.size()) != R) {
-    return absl::InvalidArgumentError(fmt::format("ForwardSampled: {} sampling rows for {} logit rows", rows.size(), R));
-  }
-  ASSIGN_OR_RETURN(StepOutput out, Execute(plan, false));
-  RETURN_IF_ERROR(SampleOnDevice(rows, &out));
-  return out;
-}
-
-absl::Status CudaModelRunner::SampleOnDevice(const std::vector<RowSampling>& rows, StepOutput* out) {
-  const int R = static_cast<int>(rows.size());
-  const int V = static_cast<int>(config_.vocab_size);
-  if (R == 0) {
-    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-    return absl::OkStatus();
-  }
-  if (std::none_of(rows.begin(), rows.end(), DeviceSamplingVerified)) {  // all rows to the host
-    out->sampled.assign(static_cast<size_t>(R), SampledRow{SampledRow::kNeedsHost});
-    out->logits = core::Tensor::Empty({R, V}, core::DType::kF32);
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out->logits.data<float>(), logits_.data(), sizeof(float) * R * V,
-                                         cudaMemcpyDeviceToHost, stream_));
-    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-    return absl::OkStatus();
-  }
-  // Parameters and the sparse lists, packed: ints = banned | bias ids | history ids | history counts.
-  std::vector<kc::SamplingRow> params(static_cast<size_t>(R));
-  std::vector<int32_t> banned, bias_ids, history_ids, history_counts;
-  std::vector<float> bias_values;
-  for (int r = 0; r < R; ++r) {
-    const RowSampling& in = rows[static_cast<size_t>(r)];
-    if (in.history_ids.size() != in.history_output_counts.size()) {
-      return absl::InvalidArgumentError("RowSampling: history ids and counts differ in length");
-    }
-    kc::SamplingRow& p = params[static_cast<size_t>(r)];
-    if (!DeviceSamplingVerified(in)) {  // sampled on the host: the kernel's cheapest pass (plain greedy)
-      p.temperature = 0.0f;
-      continue;
-    }
-    p.temperature = in.temperature;
-    p.top_k = in.top_k;
-    p.top_p = in.top_p;
-    p.min_p = in.min_p;
-    p.repetition_penalty = in.repetition_penalty;
-    p.frequency_penalty = in.frequency_penalty;
-    p.presence_penalty = in.presence_penalty;
-    p.num_logprobs = std::min(in.num_logprobs, kc::kMaxGpuLogprobs);
-    p.uniform = in.uniform;
-    p.banned_begin = static_cast<int32_t>(banned.size());
-    banned.insert(banned.end(), in.banned.begin(), in.banned.end());
-    p.banned_end = static_cast<int32_t>(banned.size());
-    p.bias_begin = static_cast<int32_t>(bias_ids.size());
-    for (const auto& [id, b] : in.bias) {
-      bias_ids.push_back(id);
-      bias_values.push_back(b);
-    }
-    p.bias_end = static_cast<int32_t>(bias_ids.size());
-    p.history_begin = static_cast<int32_t>(history_ids.size());
-    history_ids.insert(history_ids.end(), in.history_ids.begin(), in.history_ids.end());
-    history_counts.insert(history_counts.end(), in.history_output_counts.begin(), in.history_output_counts.end());
-    p.history_end = static_cast<int32_t>(history_ids.size());
-  }
-  std::vector<int32_t> ints;
-  ints.reserve(banned.size() + bias_ids.size() + 2 * history_ids.size());
-  for (const auto* part : {&banned, &bias_ids, &history_ids, &history_counts}) ints.insert(ints.end(), part->begin(), part->end());
-  if (sampling_ints_.size() < ints.size()) {
-    ASSIGN_OR_RETURN(sampling_ints_, DeviceBuffer<int32_t>::Allocate(ints.size() * 2));
-  }
-  if (sampling_floats_.size() < bias_values.size()) {
-    ASSIGN_OR_RETURN(sampling_floats_, DeviceBuffer<float>::Allocate(bias_values.size() * 2));
-  }
-  if (sampling_rows_.size() == 0) {
-    const size_t n = static_cast<size_t>(logit_chunk_rows_);
-    ASSIGN_OR_RETURN(sampling_rows_, DeviceBuffer<uint8_t>::Allocate(n * sizeof(kc::SamplingRow)));
-    ASSIGN_OR_RETURN(sampled_ids_, DeviceBuffer<int32_t>::Allocate(n));
-    ASSIGN_OR_RETURN(sampled_status_, DeviceBuffer<int32_t>::Allocate(n));
-    ASSIGN_OR_RETURN(sampled_logprobs_, DeviceBuffer<float>::Allocate(n));
-    ASSIGN_OR_RETURN(sampled_top_ids_, DeviceBuffer<int32_t>::Allocate(n * kc::kMaxGpuLogprobs));
-    ASSIGN_OR_RETURN(sampled_top_logprobs_, DeviceBuffer<float>::Allocate(n * kc::kMaxGpuLogprobs));
-    ASSIGN_OR_RETURN(sampling_workspace_,
-                     DeviceBuffer<uint8_t>::Allocate(std::max<size_t>(1, kc::SampleWorkspaceBytes(logit_chunk_rows_, V))));
-  }
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sampling_rows_.data(), params.data(), params.size() * sizeof(kc::SamplingRow),
-                                       cudaMemcpyHostToDevice, stream_));
-  if (!ints.empty()) {
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sampling_ints_.data(), ints.data(), ints.size() * sizeof(int32_t),
-                                         cudaMemcpyHostToDevice, stream_));
-  }
-  if (!bias_values.empty()) {
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sampling_floats_.data(), bias_values.data(), bias_values.size() * sizeof(float),
-                                         cudaMemcpyHostToDevice, stream_));
-  }
-  kc::SamplingInputs in;
-  in.logits = logits_.data();
-  in.rows = R;
-  in.vocab = V;
-  in.params = reinterpret_cast<const kc::SamplingRow*>(sampling_rows_.data());
-  const int32_t* base = sampling_ints_.data();
-  in.banned_ids = base;
-  in.bias_ids = base + banned.size();
-  in.bias_values = sampling_floats_.data();
-  in.history_ids = base + banned.size() + bias_ids.size();
-  in.history_output_counts = base + banned.size() + bias_ids.size() + history_ids.size();
-  kc::SamplingOutputs o;
-  o.ids = sampled_ids_.data();
-  o.logprobs = sampled_logprobs_.data();
-  o.top_ids = sampled_top_ids_.data();
-  o.top_logprobs = sampled_top_logprobs_.data();
-  o.status = sampled_status_.data();
-  RETURN_IF_ERROR(kc::Sample(in, o, sampling_workspace_.data(), stream_));
-  std::vector<int32_t> ids(R), status(R), top_ids(static_cast<size_t>(R) * kc::kMaxGpuLogprobs);
-  std::vector<float> logprobs(R), top_lp(static_cast<size_t>(R) * kc::kMaxGpuLogprobs);
-  const bool any_logprobs = std::any_of(rows.begin(), rows.end(), [](const RowSampling& r) { return r.num_logprobs >= 0; });
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ids.data(), o.ids, R * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(status.data(), o.status, R * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
-  if (any_logprobs) {
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logprobs.data(), o.logprobs, R * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(top_ids.data(), o.top_ids, top_ids.size() * sizeof(int32_t),
-                                         cudaMemcpyDeviceToHost, stream_));
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(top_lp.data(), o.top_logprobs, top_lp.size() * sizeof(float),
-                                         cudaMemcpyDeviceToHost, stream_));
-  }
-  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  out->sampled.resize(static_cast<size_t>(R));
-  bool host_rows = false;
-  for (int r = 0; r < R; ++r) {
-    SampledRow& s = out->sampled[static_cast<size_t>(r)];
-    s.status = static_cast<SampledRow::Status>(status[r]);
-    if (!DeviceSamplingVerified(rows[static_cast<size_t>(r)])) s.status = SampledRow::kNeedsHost;
-    s.id = ids[r];
-    host_rows = host_rows || s.status != SampledRow::kDone;
-    const int k = rows[static_cast<size_t>(r)].num_logprobs;
-    if (k >= 0 && s.status == SampledRow::kDone) {
-      s.logprob = logprobs[r];
-      for (int j = 0; j < std::min(k, kc::kMaxGpuLogprobs); ++j) {
-        s.top_logprobs.emplace_back(top_ids[static_cast<size_t>(r) * kc::kMaxGpuLogprobs + j],
-                                    top_lp[static_cast<size_t>(r) * kc::kMaxGpuLogprobs + j]);
-      }
-    }
-  }
-  if (host_rows) {  // rows the device left: their logits for the host sampler
-    out->logits = core::Tensor::Empty({R, V}, core::DType::kF32);
-    for (int r = 0; r < R; ++r) {
-      if (out->sampled[static_cast<size_t>(r)].status == SampledRow::kDone) continue;
-      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out->logits.data<float>() + static_cast<int64_t>(r) * V,
-                                           logits_.data() + static_cast<int64_t>(r) * V, sizeof(float) * V,
-                                           cudaMemcpyDeviceToHost, stream_));
-    }
-    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status CudaModelRunner::CopySlot(SlotId src, SlotId dst) {

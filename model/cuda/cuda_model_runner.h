@@ -137,7 +137,10 @@ class CudaModelRunner : public ModelRunner {
   kernels::cuda::KvPoolDevice KvPool(int32_t layer) const;
   // Everything between the metadata upload and the lm_head: the step's kernels on stream_.
   absl::Status EnqueueLayers(int num_seqs, int num_tokens, int max_seq_tokens);
-  absl::Status EnqueueHead(int num_seqs, int num_tokens, int logit_rows_begin, int logit_rows);
+  // Logit rows [row_begin, row_begin + rows) of the step: gather, f16, lm_head into logits_.
+  absl::Status EnqueueHead(int row_begin, int rows);
+  // The decode step of S seqs (one token each) captured into an executable graph.
+  absl::StatusOr<cudaGraphExec_t> CaptureDecodeStep(int S);
   absl::Status RunLinear(const CudaLinear& linear, const __half* x, int rows, float* y,
                          const kernels::cuda::DecodeEpilogue& epilogue = {});
   // `linear` (whose output joins the residual stream), then residual_ += output and act16_ =

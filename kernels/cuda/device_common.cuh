@@ -1,0 +1,37 @@
+// Small pieces every kernel family of kernels/cuda shares: streaming 16-byte loads of data read
+// once, f32 -> f16 saturating at +-65504 (NaN stays NaN), and the device's SM count for grid sizing.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace sparkserve::kernels::cuda {
+
+// 16 bytes that no one reads again in this kernel (weights, KV): bypass L1.
+__device__ __forceinline__ uint4 LoadStreaming(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// Clamps to f16's finite range; comparisons with NaN are false, so NaN stays NaN.
+__device__ __forceinline__ float SaturateToHalfRange(float v) {
+  return v > 65504.f ? 65504.f : (v < -65504.f ? -65504.f : v);
+}
+__device__ __forceinline__ __half ToHalfSaturated(float v) { return __float2half_rn(SaturateToHalfRange(v)); }
+
+// SMs of the current device (132 when it cannot be read), looked up once per process.
+inline int MultiprocessorCount() {
+  static const int count = [] {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 132;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 132;
+    return n > 0 ? n : 132;
+  }();
+  return count;
+}
+
+}  // namespace sparkserve::kernels::cuda
