@@ -10,6 +10,7 @@
 // steps follow each other in memory.
 #include "kernels/cuda/decode_linear_kernels.h"
 #include "kernels/cuda/device_common.cuh"
+#include "kernels/cuda/linear_epilogue_kernels.h"
 #include "kernels/cuda/step_launch.h"
 
 #include <cuda_bf16.h>
@@ -205,94 +206,6 @@ __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32)
   StorePartial(acc, tile, q, t, rows, out, partial + static_cast<size_t>(blockIdx.y) * rows * out);
 }
 
-// Output o of a linear, summed over its splits and scaled: per tensor, per row (row_scales), or
-// `scale / row_divisors[o]` (fused NVFP4 linears with per-part global scales).
-struct SplitSum {
-  const float* partial;  // [num_splits, rows, out]
-  int num_splits, rows, out;
-  float scale;
-  const float* row_scales;
-  const float* row_divisors;
-
-  __device__ __forceinline__ float operator()(int r, int o) const {
-    const int64_t n = static_cast<int64_t>(rows) * out, i = static_cast<int64_t>(r) * out + o;
-    float sum = 0.f;
-    int s = 0;
-    for (; s + 8 <= num_splits; s += 8) {  // eight independent loads in flight, not a serial walk
-      float v[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = partial[(s + j) * n + i];
-      sum += ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
-    }
-    for (; s < num_splits; ++s) sum += partial[s * n + i];
-    return row_divisors ? sum * (scale / row_divisors[o]) : sum * (row_scales ? row_scales[o] : scale);
-  }
-};
-
-// kStore: y[r, o]. Grid over rows * out.
-__global__ void StoreSplitsKernel(const SplitSum sum, float* __restrict__ y) {
-  WaitForPriorGrids();
-  AllowNextGrid();
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= static_cast<int64_t>(sum.rows) * sum.out) return;
-  y[i] = sum(static_cast<int>(i / sum.out), static_cast<int>(i % sum.out));
-}
-
-// kSwiGlu: x_out[r, o] = silu(gate) * up for o < out / 2. Grid over rows * out / 2.
-__global__ void SwiGluSplitsKernel(const SplitSum sum, __half* __restrict__ x_out) {
-  WaitForPriorGrids();
-  AllowNextGrid();
-  const int f = sum.out / 2;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= static_cast<int64_t>(sum.rows) * f) return;
-  const int r = static_cast<int>(i / f), o = static_cast<int>(i % f);
-  const float g = sum(r, o), u = sum(r, o + f);
-  x_out[i] = ToHalfSaturated(g / (1.0f + __expf(-g)) * u);
-}
-
-constexpr int kNormThreads = 1024;  // one block holds a whole row: enough loads in flight for its splits
-
-// kAddRmsNorm: block r: residual[r, :] += output, x_out[r, :] = RMSNorm(residual[r, :]) as f16.
-__global__ void __launch_bounds__(kNormThreads)
-    AddRmsNormSplitsKernel(const SplitSum sum, float* __restrict__ residual, const float* __restrict__ w, float eps,
-                           __half* __restrict__ x_out) {
-  WaitForPriorGrids();
-  AllowNextGrid();
-  __shared__ float warp_sums[kNormThreads / 32];
-  const int r = blockIdx.x, d = sum.out;
-  float* res = residual + static_cast<size_t>(r) * d;
-  float ss = 0.f;
-  for (int k = threadIdx.x; k < d; k += kNormThreads) {  // each element read and written by one thread
-    const float v = res[k] + sum(r, k);
-    res[k] = v;
-    ss += v * v;
-  }
-#pragma unroll
-  for (int off = 16; off >= 1; off /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = ss;
-  __syncthreads();
-  float total = 0.f;
-#pragma unroll
-  for (int i = 0; i < kNormThreads / 32; ++i) total += warp_sums[i];
-  const float inv = rsqrtf(total / static_cast<float>(d) + eps);
-  for (int k = threadIdx.x; k < d; k += kNormThreads) {
-    x_out[static_cast<size_t>(r) * d + k] = ToHalfSaturated(res[k] * inv * (1.0f + w[k]));
-  }
-}
-
-// The epilogue `e` of a linear whose partial sums are in `sum`.
-cudaError_t LaunchEpilogue(const SplitSum& sum, float* y, const DecodeEpilogue& e, cudaStream_t stream) {
-  using K = DecodeEpilogue::Kind;
-  if (e.kind == K::kAddRmsNorm) {
-    return LaunchStepKernel(AddRmsNormSplitsKernel, dim3(sum.rows), dim3(kNormThreads), 0, stream, sum, e.residual,
-                            e.norm_weight, e.eps, e.x_out);
-  }
-  const int64_t n = static_cast<int64_t>(sum.rows) * (e.kind == K::kSwiGlu ? sum.out / 2 : sum.out);
-  const dim3 grid(static_cast<unsigned>((n + 255) / 256));
-  if (e.kind == K::kSwiGlu) return LaunchStepKernel(SwiGluSplitsKernel, grid, dim3(256), 0, stream, sum, e.x_out);
-  return LaunchStepKernel(StoreSplitsKernel, grid, dim3(256), 0, stream, sum, y);
-}
-
 template <typename Kernel>
 cudaError_t AllowSharedMemory(Kernel kernel, size_t bytes) {
   if (bytes <= 48 * 1024) return cudaSuccess;
@@ -327,7 +240,7 @@ cudaError_t LaunchNvfp4Decode(const Nvfp4LinearDevice& w, const __half* x, int r
   // The kernel's weights carry a 2^-14 factor (see E2m1PairScaledDown); the global scale divides.
   const SplitSum sum{partial, p.num_splits, rows, w.out, w.row_global_scales ? 16384.0f : 16384.0f / w.global_scale,
                      nullptr, w.row_global_scales};
-  return LaunchEpilogue(sum, y, epilogue, stream);
+  return LaunchLinearEpilogue(sum, y, epilogue, stream);
 }
 
 cudaError_t LaunchFp8Decode(const Fp8LinearDevice& w, const __half* x, int rows, float* y, float* partial,
@@ -342,7 +255,7 @@ cudaError_t LaunchFp8Decode(const Fp8LinearDevice& w, const __half* x, int rows,
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   const SplitSum sum{partial, p.num_splits, rows, w.out, 1.0f, w.scales, nullptr};
-  return LaunchEpilogue(sum, y, epilogue, stream);
+  return LaunchLinearEpilogue(sum, y, epilogue, stream);
 }
 
 }  // namespace sparkserve::kernels::cuda
