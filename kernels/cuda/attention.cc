@@ -145,6 +145,9 @@ absl::Status PagedAttention(const float* q, int heads, float scale, const KvPool
                                    "head (got head_dim {}, group {})",
                                    kOp, hd, group));
       }
+      if (path == AttentionPath::kPrefillSmall && hd != 256) {
+        return Invalid(fmt::format("{}: the small prefill tile is built for head_dim 256 only (got {})", kOp, hd));
+      }
       tile = path == AttentionPath::kPrefillSmall || !PrefillAttentionFits(PrefillTile::kLarge, hd, kv.dtype)
                  ? PrefillTile::kSmall
                  : PrefillTile::kLarge;

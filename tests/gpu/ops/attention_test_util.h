@@ -276,8 +276,8 @@ inline absl::Status RunAttention(AttentionCase& c, kc::AttentionPath path = kc::
 // in x may pick the neighbouring code (the GPU's k differs from the CPU's by float rounding).
 inline bool NearFp8Boundary(float x, float scale) {
   const float y = x / scale;
-  const float up = quant::E4M3ToF32(quant::F32ToE4M3(y * (1 + 2e-6f)));
-  const float down = quant::E4M3ToF32(quant::F32ToE4M3(y * (1 - 2e-6f)));
+  const float up = quant::E4M3ToF32(quant::F32ToE4M3(y * (1 + 1e-5f)));
+  const float down = quant::E4M3ToF32(quant::F32ToE4M3(y * (1 - 1e-5f)));
   return up != down;
 }
 
@@ -324,8 +324,8 @@ inline void CheckWrite(AttentionCase& c, const std::string& what) {
       } else if (fp8) {
         const uint8_t want_code = quant::F32ToE4M3(want / sc);
         const bool ok = got[i] == want_code || (is_k && NearFp8Boundary(want, sc) &&
-                                                (got[i] == quant::F32ToE4M3(want / sc * (1 + 2e-6f)) ||
-                                                 got[i] == quant::F32ToE4M3(want / sc * (1 - 2e-6f))));
+                                                (got[i] == quant::F32ToE4M3(want / sc * (1 + 1e-5f)) ||
+                                                 got[i] == quant::F32ToE4M3(want / sc * (1 - 1e-5f))));
         if (!ok) {
           problem = "fp8 code " + std::to_string(got[i]) + ", CPU encodes " + std::to_string(want / sc) + " as " +
                     std::to_string(want_code);

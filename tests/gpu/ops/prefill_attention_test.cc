@@ -120,6 +120,27 @@ TEST(PrefillAttentionTest, Fp8WriteEncodesLikeTheCodec) {
   }
 }
 
+TEST(PrefillAttentionTest, RejectsShapesItCannotTake) {
+  ASSERT_TRUE(HasCudaDevice());
+  AttentionCase c;
+  Build(c, {4, 2, 32, 8, 4, 1e4f}, {{0, 10}, {3, 1}}, 151, 1.0f);
+  GPU_ASSERT_OK(RunWrite(c));
+  // head_dim 32: the prefill kernel refuses when pinned, kAuto falls back to the split-K kernel.
+  EXPECT_EQ(RunAttention(c, kc::AttentionPath::kPrefill).code(), absl::StatusCode::kInvalidArgument);
+  GPU_ASSERT_OK(RunAttention(c, kc::AttentionPath::kAuto));
+  CheckAttention(c, "head_dim 32 fallback", kSplitKTol);
+  AttentionCase d;
+  Build(d, {4, 1, 128, 32, 16, 1e4f}, {{0, 10}}, 152, 1.0f);
+  GPU_ASSERT_OK(RunWrite(d));
+  EXPECT_EQ(RunAttention(d, kc::AttentionPath::kPrefillSmall).code(), absl::StatusCode::kInvalidArgument);
+  AttentionCase e;
+  Build(e, {34, 2, 64, 8, 4, 1e4f}, {{0, 10}}, 153, 1.0f);  // 17 query heads a kv head
+  GPU_ASSERT_OK(RunWrite(e));
+  EXPECT_EQ(RunAttention(e, kc::AttentionPath::kPrefill).code(), absl::StatusCode::kInvalidArgument);
+  GPU_ASSERT_OK(RunAttention(e, kc::AttentionPath::kAuto));
+  CheckAttention(e, "group 17 fallback", kSplitKTol);
+}
+
 // One 8192-token chunk from position 0: sampled tokens against the CPU, then the kernel timed.
 void Chunk8192(const PoolFormat& fmt) {
   AttentionCase c;
