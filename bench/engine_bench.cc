@@ -100,6 +100,7 @@ int RunBenchEngine(const BenchEngineArgs& a) {
   sizing.max_seq_len = max_context + a.warmup + a.steps * a.repeats + 2;
   sizing.max_step_tokens = std::max(2048, max_batch);
   sizing.cuda_graphs = !a.enforce_eager;
+  sizing.kv_dtype = a.kv_dtype;
   auto loaded = head::LoadModelRunner(a.model_dir, sizing);
   if (!loaded.ok()) {
     spdlog::error("bench engine: loading {}: {}", a.model_dir, std::string(loaded.status().message()));

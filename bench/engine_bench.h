@@ -20,6 +20,7 @@ struct BenchEngineArgs {
   int warmup = 8;          // untimed decode steps first (graph capture happens here)
   int repeats = 3;         // timed windows per point; the median is reported
   bool enforce_eager = false;
+  std::string kv_dtype = "bf16";  // bf16 | fp8 (cuda)
   bool profile = false;    // cuda: per-op GPU time of one more decode step per point
   std::string json_path;   // write results to this file ("-": stdout, and the table to stderr)
 };

@@ -31,6 +31,24 @@ void FakeQuantizeFp8(float* x, int64_t count, float scale) {
   for (int64_t i = 0; i < count; ++i) x[i] = quant::E4M3ToF32(quant::F32ToE4M3(x[i] / scale)) * scale;
 }
 
+absl::StatusOr<std::map<std::string, std::pair<float, float>>> ReadKvScales(const quant::Checkpoint& ckpt) {
+  std::map<std::string, std::pair<float, float>> kv;
+  constexpr std::string_view kK = ".k_scale";
+  for (const std::string& n : ckpt.other_tensors()) {
+    if (n.size() <= kK.size() || n.compare(n.size() - kK.size(), kK.size(), kK) != 0) continue;
+    const std::string attn = n.substr(0, n.size() - kK.size());
+    ASSIGN_OR_RETURN(core::Tensor k, ckpt.DenseF32(n));
+    ASSIGN_OR_RETURN(core::Tensor v, ckpt.DenseF32(attn + ".v_scale"));
+    if (k.numel() != 1 || v.numel() != 1)
+      return absl::InvalidArgumentError(fmt::format("{}: k_scale / v_scale must be per tensor ([1])", attn));
+    const float ks = k.data<float>()[0], vs = v.data<float>()[0];
+    if (!(ks > 0) || !(vs > 0) || !std::isfinite(ks) || !std::isfinite(vs))
+      return absl::InvalidArgumentError(fmt::format("{}: k_scale {} / v_scale {} must be positive and finite", attn, ks, vs));
+    kv[attn] = {ks, vs};
+  }
+  return kv;
+}
+
 absl::StatusOr<std::unique_ptr<QuantizedActivationSimulator>> QuantizedActivationSimulator::FromCheckpoint(
     const quant::Checkpoint& ckpt) {
   std::map<std::string, float> gs;
@@ -41,17 +59,7 @@ absl::StatusOr<std::unique_ptr<QuantizedActivationSimulator>> QuantizedActivatio
       return absl::InvalidArgumentError(fmt::format("{}.input_global_scale is {}", name, v));
     gs[name] = v;
   }
-  std::map<std::string, std::pair<float, float>> kv;
-  constexpr std::string_view kK = ".k_scale";
-  for (const std::string& n : ckpt.other_tensors()) {
-    if (n.size() <= kK.size() || n.compare(n.size() - kK.size(), kK.size(), kK) != 0) continue;
-    const std::string attn = n.substr(0, n.size() - kK.size());
-    ASSIGN_OR_RETURN(core::Tensor k, ckpt.DenseF32(n));
-    ASSIGN_OR_RETURN(core::Tensor v, ckpt.DenseF32(attn + ".v_scale"));
-    if (k.numel() != 1 || v.numel() != 1)
-      return absl::InvalidArgumentError(fmt::format("{}: k_scale / v_scale must be per tensor ([1])", attn));
-    kv[attn] = {k.data<float>()[0], v.data<float>()[0]};
-  }
+  ASSIGN_OR_RETURN(auto kv, ReadKvScales(ckpt));
   return std::make_unique<QuantizedActivationSimulator>(std::move(gs), std::move(kv));
 }
 

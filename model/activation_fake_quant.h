@@ -24,6 +24,10 @@ void FakeQuantizeNvfp4Rows(const float* x, int64_t rows, int64_t in, float gs, f
 // FP8 KV QDQ in place: x = fp8(x / scale) * scale (saturating at +-448).
 void FakeQuantizeFp8(float* x, int64_t count, float scale);
 
+// The FP8 KV-cache scales a checkpoint stores: attention module ("model.layers.3.self_attn") ->
+// {k_scale, v_scale} (per tensor, positive and finite, else an error naming the module).
+absl::StatusOr<std::map<std::string, std::pair<float, float>>> ReadKvScales(const quant::Checkpoint& ckpt);
+
 class QuantizedActivationSimulator final : public ActivationObserver {
  public:
   // module -> input_global_scale; attention module -> {k_scale, v_scale}.

@@ -17,6 +17,9 @@ absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& dir, const Runne
         "max_batch ({}), max_seq_len ({}), max_step_tokens ({}) and the KV page size ({}) must be positive",
         s.max_batch, s.max_seq_len, s.max_step_tokens, s.kv_page_size));
   }
+  if (s.kv_dtype != "bf16" && s.kv_dtype != "fp8") {
+    return absl::InvalidArgumentError(fmt::format("unknown KV cache dtype '{}' (expected bf16 or fp8)", s.kv_dtype));
+  }
   const int pages = s.max_batch * ((s.max_seq_len + s.kv_page_size - 1) / s.kv_page_size);
   LoadedRunner out;
   std::string backend = s.backend;
@@ -29,6 +32,10 @@ absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& dir, const Runne
 #endif
   }
   if (backend == "cpu") {
+    if (s.kv_dtype == "fp8") {
+      return absl::InvalidArgumentError(
+          "an fp8 KV cache needs the CUDA backend (--backend cuda); the CPU reference keeps K/V in fp32");
+    }
     model::CpuRunnerOptions o;
     o.max_seq_len = s.max_seq_len;
     o.state.num_slots = s.max_batch;
@@ -59,6 +66,7 @@ absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& dir, const Runne
   o.max_seq_len = s.max_seq_len;
   o.max_step_tokens = std::max(s.max_step_tokens, s.max_batch);
   o.cuda_graphs = s.cuda_graphs;
+  o.kv_dtype = s.kv_dtype == "fp8" ? kernels::cuda::KvDtype::kFp8E4M3 : kernels::cuda::KvDtype::kBf16;
   ASSIGN_OR_RETURN(std::unique_ptr<model::cuda::CudaModelRunner> r, model::cuda::CudaModelRunner::Load(dir, o));
   out.config = r->config();
   out.runner = std::move(r);

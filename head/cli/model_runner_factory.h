@@ -20,6 +20,9 @@ struct RunnerSizing {
   // cuda: the fraction of the GPU's memory this process may hold; the KV cache gets what weights,
   // state and activations leave (never more than max_batch full sequences).
   double gpu_memory_utilization = 0.9;
+  // KV cache element type: bf16 | fp8 (cuda only: float8_e4m3fn with the checkpoint's per-layer
+  // k_scale / v_scale, half the bytes a token; the CPU reference keeps fp32 K/V).
+  std::string kv_dtype = "bf16";
   int device = 0;
 };
 
@@ -30,7 +33,7 @@ struct LoadedRunner {
 };
 
 // CPU: KV pages cover every slot at max_seq_len. CUDA: sized from device memory. Errors: unknown
-// backend, CUDA unavailable (no driver, no GPU, or a CPU-only build, each said so), a KV cache that
+// backend or KV dtype (fp8 on the CPU backend), CUDA unavailable (no driver, no GPU, or a CPU-only build, each said so), a KV cache that
 // cannot hold one max_seq_len sequence (saying what to lower), and the loader's own errors.
 absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& model_dir, const RunnerSizing& sizing);
 

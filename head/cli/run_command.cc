@@ -26,6 +26,7 @@ struct RunArgs {
   bool ignore_eos = false;
   bool json = false;
   std::string backend = "cpu";
+  std::string kv_dtype = "bf16";
 };
 
 int RunGenerate(const RunArgs& a) {
@@ -46,6 +47,7 @@ int RunGenerate(const RunArgs& a) {
   const int64_t max_len = static_cast<int64_t>(ids->size()) + std::max(a.max_new, 1);
   RunnerSizing sizing;
   sizing.backend = a.backend;
+  sizing.kv_dtype = a.kv_dtype;
   sizing.max_batch = 1;
   sizing.max_seq_len = static_cast<int>(max_len);
   sizing.max_step_tokens = static_cast<int>(max_len);  // the prompt in one step
@@ -119,6 +121,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   ids->excludes(prompt);
   cmd->add_option("--max-new", a->max_new, "tokens to generate at most (default 16)");
   cmd->add_option("--backend", a->backend, "cpu|cuda (default cpu)");
+  cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache dtype: bf16 (default) or fp8 (CUDA only)")
+      ->check(CLI::IsMember({"bf16", "fp8"}));
   cmd->add_option("--temperature", a->temperature, "0 = greedy (default 0)");
   cmd->add_option("--seed", a->seed, "sampling seed (default: random)");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "do not stop on the model's eos ids");

@@ -62,10 +62,6 @@ scheduler::SamplingParams DefaultSampling(const model::Qwen35Config& config) {
 }
 
 int Serve(const ServeArgs& a) {
-  if (a.kv_dtype != "bf16") {
-    spdlog::error("serve: --kv-dtype {}: only bf16 is implemented (an FP8 KV cache is planned)", a.kv_dtype);
-    return 2;
-  }
   if (a.backend != "cpu" && a.backend != "cuda" && a.backend != "auto") {
     spdlog::error("serve: unknown --backend '{}' (expected auto, cpu or cuda)", a.backend);
     return 2;
@@ -139,6 +135,7 @@ int Serve(const ServeArgs& a) {
   sizing.max_step_tokens = std::max(a.max_num_batched_tokens, a.max_batch);
   sizing.cuda_graphs = !a.enforce_eager;
   sizing.gpu_memory_utilization = a.gpu_memory_utilization;
+  sizing.kv_dtype = a.kv_dtype;
   auto loaded = LoadModelRunner(a.dir, sizing);
   if (!loaded.ok()) {
     spdlog::error("serve: loading {} (--backend {}): {}", a.dir, a.backend, std::string(loaded.status().message()));
@@ -201,7 +198,10 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-tokens", a->max_tokens, "output cap when a request sets none (default 0: the context)");
   cmd->add_option("--prefill-chunk", a->prefill_chunk, "prompt tokens one sequence prefills per step (default 512)");
   cmd->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "token budget of one step (default 2048)");
-  cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache dtype: bf16 (the CUDA cache; the CPU backend keeps fp32)");
+  cmd->add_option("--kv-dtype", a->kv_dtype,
+                  "KV cache dtype: bf16 (default) or fp8 (CUDA only: e4m3 with the checkpoint's calibrated k/v scales, "
+                  "half the memory a token; the CPU backend keeps fp32)")
+      ->check(CLI::IsMember({"bf16", "fp8"}));
   cmd->add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' or 'x-api-key: KEY'")
       ->envname("SPARKSERVE_API_KEY");
   cmd->add_option("--served-model-name", a->served_model_name, "model id in the API (default: MODEL_DIR's name)");

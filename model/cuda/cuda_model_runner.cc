@@ -12,6 +12,7 @@
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/gdn.h"
 #include "kernels/cuda/norm_ops.h"
+#include "model/activation_fake_quant.h"
 #include "model/memory_plan.h"
 #include "quant/checkpoint.h"
 #include "spdlog/spdlog.h"
@@ -135,6 +136,7 @@ absl::Status CudaModelRunner::Init(const std::string& model_dir) {
   ASSIGN_OR_RETURN(workspace_, Buffer<uint8_t>(ws, &total));
   // The KV cache: the pages asked for, or (0) what the memory budget leaves.
   const int64_t page_elems = static_cast<int64_t>(options_.kv_page_size) * KV * hd;
+  const int64_t kv_bytes = static_cast<int64_t>(kc::KvDtypeBytes(options_.kv_dtype));
   if (options_.num_kv_pages == 0) {
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -142,18 +144,41 @@ absl::Status CudaModelRunner::Init(const std::string& model_dir) {
     r.utilization = options_.gpu_memory_utilization;
     r.device_total = static_cast<int64_t>(total_bytes);
     r.device_free = static_cast<int64_t>(free_bytes);
-    r.page_bytes = static_cast<int64_t>(num_attention_layers_) * 2 * page_elems * 2;  // K and V, bf16
+    r.page_bytes = static_cast<int64_t>(num_attention_layers_) * 2 * page_elems * kv_bytes;  // K and V
     r.page_size = options_.kv_page_size;
     r.max_seq_len = options_.max_seq_len;
     r.max_batch = options_.num_slots;
     ASSIGN_OR_RETURN(options_.num_kv_pages, PlanKvPages(r));
   }
-  for (int32_t i = 0; i < num_attention_layers_; ++i) {
-    const size_t n = static_cast<size_t>(options_.num_kv_pages) * static_cast<size_t>(page_elems);
+  std::map<int64_t, std::pair<float, float>> kv_scales;  // decoder layer -> {k_scale, v_scale}
+  if (options_.kv_dtype == kc::KvDtype::kFp8E4M3) {
+    ASSIGN_OR_RETURN(quant::Checkpoint ckpt, quant::Checkpoint::Open(model_dir));
+    ASSIGN_OR_RETURN(auto by_module, ReadKvScales(ckpt));
+    for (const auto& [module, scales] : by_module) {  // "[model.][language_model.]layers.N.self_attn", not mtp.*
+      constexpr std::string_view kTail = ".self_attn";
+      const size_t at = module.rfind("layers.");
+      if (module.starts_with("mtp.") || at == std::string::npos || !module.ends_with(kTail)) continue;
+      const std::string n = module.substr(at + 7, module.size() - kTail.size() - at - 7);
+      if (!n.empty() && std::all_of(n.begin(), n.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
+        kv_scales[std::stoll(n)] = scales;
+      }
+    }
+    if (kv_scales.empty()) {
+      spdlog::warn("cuda runner: fp8 KV cache without k_scale / v_scale in the checkpoint: scale 1.0 (|K|, |V| "
+                   "beyond 448 saturate); `sparkserve quantize` with calibration stores per-layer scales");
+    }
+  }
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+    if (kv_index_[static_cast<size_t>(layer)] < 0) continue;
+    const size_t n = static_cast<size_t>(options_.num_kv_pages) * static_cast<size_t>(page_elems * kv_bytes);
     KvState kv;
-    ASSIGN_OR_RETURN(kv.k, DeviceBuffer<__nv_bfloat16>::Zeros(n));
-    ASSIGN_OR_RETURN(kv.v, DeviceBuffer<__nv_bfloat16>::Zeros(n));
-    total += static_cast<int64_t>(2 * n * 2);
+    ASSIGN_OR_RETURN(kv.k, DeviceBuffer<uint8_t>::Zeros(n));
+    ASSIGN_OR_RETURN(kv.v, DeviceBuffer<uint8_t>::Zeros(n));
+    if (auto it = kv_scales.find(layer); it != kv_scales.end()) {
+      kv.k_scale = it->second.first;
+      kv.v_scale = it->second.second;
+    }
+    total += static_cast<int64_t>(2 * n);
     kv_.push_back(std::move(kv));
   }
   // Uploads and zero fills ran on the legacy default stream, which stream_ (non-blocking) does not
@@ -161,9 +186,9 @@ absl::Status CudaModelRunner::Init(const std::string& model_dir) {
   CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   device_bytes_ = total + weights_.decode_weight_bytes() + static_cast<int64_t>(weights_.embed_tokens.bytes());
   spdlog::info("cuda runner: {} layers ({} attention, {} GDN), {:.2f} GB of weights read per decode step, "
-               "{} KV pages of {} tokens ({} full sequences of {}), {:.2f} GB of device memory", c.num_hidden_layers,
+               "{} {} KV pages of {} tokens ({} full sequences of {}), {:.2f} GB of device memory", c.num_hidden_layers,
                kv_.size(), gdn_.size(), static_cast<double>(weights_.decode_weight_bytes()) / 1e9,
-               options_.num_kv_pages, options_.kv_page_size,
+               options_.num_kv_pages, options_.kv_dtype == kc::KvDtype::kFp8E4M3 ? "fp8" : "bf16", options_.kv_page_size,
                options_.num_kv_pages / std::max(1, pages_stride_), options_.max_seq_len,
                static_cast<double>(device_bytes_) / 1e9);
   return absl::OkStatus();
@@ -206,9 +231,9 @@ kc::RaggedBatchDevice CudaModelRunner::BatchOf(int num_seqs, int num_tokens, int
 
 kc::KvPoolDevice CudaModelRunner::KvPool(int32_t i) const {
   const KvState& s = kv_[static_cast<size_t>(i)];
-  return {const_cast<__nv_bfloat16*>(s.k.data()), const_cast<__nv_bfloat16*>(s.v.data()), options_.num_kv_pages,
+  return {const_cast<uint8_t*>(s.k.data()), const_cast<uint8_t*>(s.v.data()), options_.num_kv_pages,
           options_.kv_page_size, static_cast<int>(config_.num_key_value_heads), static_cast<int>(config_.head_dim),
-          kc::KvDtype::kBf16, 1.0f, 1.0f};
+          options_.kv_dtype, s.k_scale, s.v_scale};
 }
 
 absl::Status CudaModelRunner::LinearThenAddNorm(const CudaLinear& linear, const __half* x, int T, const float* norm) {
@@ -504,7 +529,7 @@ DecodeTraffic CudaModelRunner::DecodeTrafficAt(const std::vector<int64_t>& conte
   const int64_t S = static_cast<int64_t>(contexts.size());
   DecodeTraffic t;
   t.weight_bytes = weights_.decode_weight_bytes() + S * c.hidden_size * 2;  // + the embedding rows read
-  const int64_t kv_per_token = 2 * c.num_key_value_heads * c.head_dim * 2;  // K and V, bf16
+  const int64_t kv_per_token = 2 * c.num_key_value_heads * c.head_dim * static_cast<int64_t>(kc::KvDtypeBytes(options_.kv_dtype));
   for (const int64_t ctx : contexts) t.kv_bytes += static_cast<int64_t>(kv_.size()) * (ctx + 1) * kv_per_token;
   const int64_t C = 2 * c.linear_num_key_heads * c.linear_key_head_dim + c.linear_num_value_heads * c.linear_value_head_dim;
   const int64_t per_layer = c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim * 4 +

@@ -33,6 +33,9 @@ struct CudaRunnerOptions {
   int32_t max_seq_len = 4096;
   int32_t max_step_tokens = 2048;   // most tokens in one step (activation buffers are sized by it)
   bool cuda_graphs = true;          // replay decode steps from captured graphs
+  // KV cache element type: bf16, or float8_e4m3fn with per-layer k/v scales from the checkpoint
+  // (`self_attn.k_scale` / `v_scale`, written by `quantize` with calibration; 1.0 where absent).
+  kernels::cuda::KvDtype kv_dtype = kernels::cuda::KvDtype::kBf16;
 };
 
 // What one decode step reads from memory, for bench engine's floor.
@@ -80,7 +83,8 @@ class CudaModelRunner : public ModelRunner {
     DeviceBuffer<float> conv;       // [num_slots, C, kernel - 1]
   };
   struct KvState {
-    DeviceBuffer<__nv_bfloat16> k, v;  // [num_pages, page_size, kv_heads, head_dim]
+    DeviceBuffer<uint8_t> k, v;  // [num_pages, page_size, kv_heads, head_dim] bf16 or fp8 (options_.kv_dtype)
+    float k_scale = 1.0f, v_scale = 1.0f;  // fp8: stored = e4m3(x / scale)
   };
   std::vector<int32_t> gdn_index_, kv_index_;  // per layer: index into gdn_/kv_ or -1
   int32_t num_attention_layers_ = 0;

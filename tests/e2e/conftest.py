@@ -4,7 +4,7 @@ The model is the golden tiny Qwen3.5 (tests/golden/qwen35/text_tied, vocab 512, 
 its tokenizer is a byte-level BPE trained here with the `tokenizers` library to exactly 512 ids
 (so every id the model can emit decodes to text), and its chat template is the real Qwen3.5 one
 from ../shared/fixtures. The server runs on loopback on an ephemeral port, on the backend named by
-SPARKSERVE_E2E_BACKEND (default cpu; tests/gpu/run.sh sets cuda).
+SPARKSERVE_E2E_BACKEND (default cpu; tests/gpu/run.sh sets cuda) with SPARKSERVE_E2E_KV_DTYPE (default bf16).
 """
 import json
 import os
@@ -26,6 +26,9 @@ API_KEY = "e2e-secret-key"
 MODEL_NAME = "tiny-qwen"
 # Which model runner the servers use: cpu (CI) or cuda (tests/gpu/run.sh on a GPU machine).
 BACKEND = os.environ.get("SPARKSERVE_E2E_BACKEND", "cpu")
+# The KV cache dtype of those runners: bf16, or fp8 (cuda only; tests/gpu/run.sh runs the suite with both).
+KV_DTYPE = os.environ.get("SPARKSERVE_E2E_KV_DTYPE", "bf16")
+RUNNER_FLAGS = ["--backend", BACKEND, "--kv-dtype", KV_DTYPE]
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>"]
 NOT_SPECIAL = {"<think>", "</think>", "<tool_call>", "</tool_call>"}  # as in the Qwen tokenizers
 
@@ -80,7 +83,7 @@ class Server:
             self.log = open(os.path.join(SERVER_LOG_DIR, f"serve-{time.time_ns()}.log"), "w+")
         self.proc = subprocess.Popen(
             [SPARKSERVE, "serve", str(model_dir), "--host", "127.0.0.1", "--port", "0", "--max-seq-len", str(max_seq_len),
-             "--max-batch", "8", "--backend", BACKEND, "--served-model-name", MODEL_NAME, "--api-key", API_KEY, "--max-body-mb", "1",
+             "--max-batch", "8", *RUNNER_FLAGS, "--served-model-name", MODEL_NAME, "--api-key", API_KEY, "--max-body-mb", "1",
              *extra],
             stdout=subprocess.PIPE, stderr=self.log or subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()

@@ -11,7 +11,7 @@ import openai
 import pytest
 from tokenizers import Tokenizer
 
-from conftest import API_KEY, BACKEND, MODEL_NAME, SPARKSERVE, Server
+from conftest import API_KEY, BACKEND, RUNNER_FLAGS, MODEL_NAME, SPARKSERVE, Server
 
 USER = [{"role": "user", "content": "hello world"}]
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
@@ -45,7 +45,7 @@ def prompt_ids(server, **kw):
 
 def run_greedy(model_dir, ids, max_new):
     out = subprocess.run([SPARKSERVE, "run", str(model_dir), "--ids", ",".join(map(str, ids)), "--max-new",
-                          str(max_new), "--json", "--backend", BACKEND], capture_output=True, text=True, timeout=60,
+                          str(max_new), "--json", *RUNNER_FLAGS], capture_output=True, text=True, timeout=60,
                          check=True)
     return json.loads(out.stdout)["ids"]
 

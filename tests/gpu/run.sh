@@ -52,12 +52,15 @@ if want e2e; then
   # Every HTTP suite except test_http_hf_chat: that one checks whole chats against transformers'
   # fp32 greedy run of an f32 fixture, an oracle for the CPU reference path; the CUDA backend keeps
   # that fixture's matrices in bf16, which alone moves its logits 5-7% and so its greedy text.
-  SPARKSERVE_E2E_BACKEND=cuda SPARKSERVE_BUILD_DIR="$(dirname "$BIN")" SPARKSERVE_E2E_LOG_DIR="$LOG_DIR/e2e_servers" \
-    python3 -m pytest -q -p no:cacheprovider \
-    tests/e2e/test_http_openai.py tests/e2e/test_http_anthropic.py tests/e2e/test_http_operations.py \
-    tests/e2e/test_http_tool_choice.py 2>&1 | tee "$LOG_DIR/e2e.log"
-  rc=${PIPESTATUS[0]}
-  record e2e "$rc" "$(tail -1 "$LOG_DIR/e2e.log") ($(elapsed $t))"
+  # Twice: the bf16 KV cache, then fp8 (--kv-dtype fp8 on every server and `run` of the suite).
+  for kv in bf16 fp8; do
+    SPARKSERVE_E2E_BACKEND=cuda SPARKSERVE_E2E_KV_DTYPE=$kv SPARKSERVE_BUILD_DIR="$(dirname "$BIN")" \
+      SPARKSERVE_E2E_LOG_DIR="$LOG_DIR/e2e_servers_$kv" python3 -m pytest -q -p no:cacheprovider \
+      tests/e2e/test_http_openai.py tests/e2e/test_http_anthropic.py tests/e2e/test_http_operations.py \
+      tests/e2e/test_http_tool_choice.py 2>&1 | tee "$LOG_DIR/e2e_$kv.log"
+    rc=${PIPESTATUS[0]}
+    record "e2e-$kv" "$rc" "$(tail -1 "$LOG_DIR/e2e_$kv.log") ($(elapsed $t))"
+  done
 fi
 if want 4b; then
   t=$(date +%s)
@@ -68,12 +71,16 @@ if want 4b; then
       cp ../shared/fixtures/qwen3_5-chat_template.jinja "$M4B/chat_template.jinja"
   fi
   echo "4B model ready ($(elapsed $t))"
-  SPARKSERVE_GPU_MODELS="$M4B" "$BIN/gpu_model_test" --gtest_brief=1 --gtest_filter='*extra0_graphs' 2>&1 | tee "$LOG_DIR/model_4b.log"
+  SPARKSERVE_GPU_MODELS="$M4B" "$BIN/gpu_model_test" --gtest_brief=1 --gtest_filter='*extra0_graphs:*extra0_fp8kv*' 2>&1 | tee "$LOG_DIR/model_4b.log"
   rc=${PIPESTATUS[0]}
-  record model-4b "$rc" "$(grep '^\[model\]' "$LOG_DIR/model_4b.log" | sed 's/.*graphs=1: //')"
+  record model-4b "$rc" "$(grep '^\[model\]' "$LOG_DIR/model_4b.log" | sed 's/.*graphs=1//' | tr '\n' ';')"
   "$BIN/sparkserve" bench engine "$M4B" --batch "${BENCH_BATCH:-1,8}" --context "${BENCH_CONTEXT:-0,8192}" \
     --steps 64 --repeats 3 ${BENCH_PROFILE:+--profile} ${BENCH_PROMPT:+--prompt-len $BENCH_PROMPT} --json "$LOG_DIR/bench_engine.json" 2>&1 | tee "$LOG_DIR/bench_engine.log"
   record engine "${PIPESTATUS[0]}" "$(awk '$1=="1" && $2=="0" {print "batch 1: " $3 " tok/s, " $7 " of floor"}' "$LOG_DIR/bench_engine.log")"
+  # The fp8 KV cache at long context (half the KV bytes a token).
+  "$BIN/sparkserve" bench engine "$M4B" --kv-dtype fp8 --batch "${BENCH_BATCH:-1,8}" --context 8192 --steps 64 --repeats 3 \
+    --json "$LOG_DIR/bench_engine_fp8.json" 2>&1 | tee "$LOG_DIR/bench_engine_fp8.log"
+  record engine-fp8 "${PIPESTATUS[0]}" "$(awk '$1=="1" && $2=="8192" {print "batch 1 at 8K: " $3 " tok/s, " $7 " of floor"}' "$LOG_DIR/bench_engine_fp8.log")"
   # The server at batch 1: a streaming client, one request at a time.
   "$BIN/sparkserve" serve "$M4B" --backend cuda --port 0 --max-batch 8 --max-seq-len 4096 >"$LOG_DIR/serve_4b.out" 2>"$LOG_DIR/serve_4b.err" &
   SERVE_PID=$!
@@ -92,17 +99,20 @@ fi
 
 echo
 echo "== failures =="
-for f in ops model e2e model_4b; do
+for f in ops model e2e_bf16 e2e_fp8 model_4b; do
   [ -f "$LOG_DIR/$f.log" ] && grep -E -A12 "Failure$|^FAILED|Error:" "$LOG_DIR/$f.log" | head -60
 done
-if [ -d "$LOG_DIR/e2e_servers" ] && grep -q FAILED "$LOG_DIR/e2e.log"; then  # what the servers said
-  for f in $(grep -l -i -E "\[error\]|\[warning\]|signal" "$LOG_DIR"/e2e_servers/*.log 2>/dev/null | head -4); do
-    echo "-- $f"; grep -i -E "\[error\]|\[warning\]|signal|stopped" "$f" | tail -n 6
-  done
-fi
+for kv in bf16 fp8; do
+  if [ -d "$LOG_DIR/e2e_servers_$kv" ] && grep -q FAILED "$LOG_DIR/e2e_$kv.log"; then  # what the servers said
+    for f in $(grep -l -i -E "\[error\]|\[warning\]|signal" "$LOG_DIR"/e2e_servers_$kv/*.log 2>/dev/null | head -4); do
+      echo "-- $f"; grep -i -E "\[error\]|\[warning\]|signal|stopped" "$f" | tail -n 6
+    done
+  fi
+done
 echo "== gpu suite summary =="
 printf '%s\n' "${SUMMARY[@]}"
 [ -f "$LOG_DIR/kernel_check.log" ] && sed -n "/^kernel  *us/,\$p" "$LOG_DIR/kernel_check.log"
 [ -f "$LOG_DIR/bench_engine.log" ] && grep -v '\[info\]' "$LOG_DIR/bench_engine.log"
+[ -f "$LOG_DIR/bench_engine_fp8.log" ] && grep -v '\[info\]' "$LOG_DIR/bench_engine_fp8.log"
 echo "gpu suite: $([ $status = 0 ] && echo PASS || echo FAIL)"
 exit $status

@@ -8,6 +8,9 @@
 // inputs to f16 as the GPU does (CpuRunnerOptions), so the comparison measures the rest. Both runners see the same ragged steps (chunked prefill, decode, slot reuse,
 // non-contiguous pages); logits must agree within max |err| / max |logit| <= 2e-2 and greedy tokens
 // must agree wherever the CPU's top-2 gap exceeds 1e-2.
+// With the fp8 KV cache (KvCase): the CUDA runner against the CPU rounding K/V through e4m3 with the
+// same per-layer scales (the implementation), and against the CUDA runner with the bf16 cache (issue
+// 9: the logits of an fp8-KV run stay within the bf16 run's tolerance).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,9 +24,11 @@
 
 #include "core/half.h"
 #include "kernels/cpu/ops.h"
+#include "model/activation_fake_quant.h"
 #include "model/cpu_model_loader.h"
 #include "model/cuda/cuda_model_runner.h"
 #include "model/demo_model.h"
+#include "quant/checkpoint.h"
 #include "quant/safetensors_reader.h"
 #include "quant/safetensors_writer.h"
 #include "tests/unit/temp_dir.h"
@@ -34,21 +39,36 @@ namespace {
 constexpr double kLogitTolerance = 2e-2;
 constexpr float kTieGap = 1e-2f;
 
+// The reference runner (`cpu`: the CPU runner, or for kFp8VsBf16 the CUDA runner with a bf16
+// cache) and the runner under test (`gpu`).
 struct RunnerPair {
-  std::unique_ptr<CpuModelRunner> cpu;
-  std::unique_ptr<cuda::CudaModelRunner> gpu;
+  std::unique_ptr<ActivationObserver> observer;  // outlives the runners (declared first)
+  std::unique_ptr<ModelRunner> cpu;
+  std::unique_ptr<ModelRunner> gpu;
+};
+
+enum class KvCase { kBf16, kFp8VsCpu, kFp8VsBf16 };
+
+// The CPU side of an fp8 KV cache: K/V rounded through e4m3 with the checkpoint's per-layer scales,
+// 1.0 where it has none (as the CUDA runner does).
+class Fp8KvObserver final : public ActivationObserver {
+ public:
+  explicit Fp8KvObserver(std::map<std::string, std::pair<float, float>> scales) : scales_(std::move(scales)) {}
+  const float* OnLinearInput(const std::string&, const float* x, int64_t, int64_t) override { return x; }
+  void OnKvWrite(const std::string& attention, float* k, float* v, int64_t count) override {
+    auto it = scales_.find(attention);
+    const std::pair<float, float> s = it != scales_.end() ? it->second : std::pair<float, float>{1.0f, 1.0f};
+    FakeQuantizeFp8(k, count, s.first);
+    FakeQuantizeFp8(v, count, s.second);
+  }
+
+ private:
+  std::map<std::string, std::pair<float, float>> scales_;
 };
 
 constexpr int kSlots = 4, kPages = 48, kPageSize = 16, kMaxSeq = 256;
 
-RunnerPair Load(const std::string& dir, bool graphs) {
-  CpuRunnerOptions co;
-  co.max_seq_len = kMaxSeq;
-  co.state.num_slots = kSlots;
-  co.state.num_kv_pages = kPages;
-  co.state.kv_page_size = kPageSize;
-  co.kv_bf16 = true;             // the CUDA cache is bf16 and its linears read f16 rows:
-  co.linear_inputs_f16 = true;   // compare everything else
+cuda::CudaRunnerOptions GpuOptions(bool graphs, kernels::cuda::KvDtype kv) {
   cuda::CudaRunnerOptions go;
   go.max_seq_len = kMaxSeq;
   go.num_slots = kSlots;
@@ -56,13 +76,45 @@ RunnerPair Load(const std::string& dir, bool graphs) {
   go.kv_page_size = kPageSize;
   go.max_step_tokens = 64;
   go.cuda_graphs = graphs;
+  go.kv_dtype = kv;
+  return go;
+}
+
+RunnerPair Load(const std::string& dir, bool graphs, KvCase kv = KvCase::kBf16) {
   RunnerPair p;
+  const auto fp8 = kernels::cuda::KvDtype::kFp8E4M3, bf16 = kernels::cuda::KvDtype::kBf16;
+  auto gpu = cuda::CudaModelRunner::Load(dir, GpuOptions(graphs, kv == KvCase::kBf16 ? bf16 : fp8));
+  EXPECT_TRUE(gpu.ok()) << std::string(gpu.status().message());
+  if (gpu.ok()) p.gpu = std::move(*gpu);
+  if (kv == KvCase::kFp8VsBf16) {
+    auto ref = cuda::CudaModelRunner::Load(dir, GpuOptions(graphs, bf16));
+    EXPECT_TRUE(ref.ok()) << std::string(ref.status().message());
+    if (ref.ok()) p.cpu = std::move(*ref);
+    return p;
+  }
+  CpuRunnerOptions co;
+  co.max_seq_len = kMaxSeq;
+  co.state.num_slots = kSlots;
+  co.state.num_kv_pages = kPages;
+  co.state.kv_page_size = kPageSize;
+  co.kv_bf16 = kv == KvCase::kBf16;  // the CUDA cache is bf16 (fp8: the observer rounds K/V) and its
+  co.linear_inputs_f16 = true;        // linears read f16 rows: compare everything else
   auto cpu = LoadCpuModel(dir, co);
   EXPECT_TRUE(cpu.ok()) << std::string(cpu.status().message());
-  auto gpu = cuda::CudaModelRunner::Load(dir, go);
-  EXPECT_TRUE(gpu.ok()) << std::string(gpu.status().message());
-  if (cpu.ok()) p.cpu = std::move(*cpu);
-  if (gpu.ok()) p.gpu = std::move(*gpu);
+  if (!cpu.ok()) return p;
+  if (kv == KvCase::kFp8VsCpu) {
+    std::map<std::string, std::pair<float, float>> scales;
+    auto ckpt = quant::Checkpoint::Open(dir);
+    EXPECT_TRUE(ckpt.ok()) << std::string(ckpt.status().message());
+    if (ckpt.ok()) {
+      auto read = ReadKvScales(*ckpt);
+      EXPECT_TRUE(read.ok()) << std::string(read.status().message());
+      if (read.ok()) scales = *read;
+    }
+    p.observer = std::make_unique<Fp8KvObserver>(std::move(scales));
+    (*cpu)->set_activation_observer(p.observer.get());
+  }
+  p.cpu = std::move(*cpu);
   return p;
 }
 
@@ -206,13 +258,16 @@ struct Bounds {
 
 class CudaRunnerVsCpu : public ::testing::Test {
  public:
-  CudaRunnerVsCpu(std::string dir, bool graphs, Bounds bounds) : dir_(std::move(dir)), graphs_(graphs), bounds_(bounds) {}
+  CudaRunnerVsCpu(std::string dir, bool graphs, Bounds bounds, KvCase kv)
+      : dir_(std::move(dir)), graphs_(graphs), bounds_(bounds), kv_(kv) {}
   void TestBody() override {
-    RunnerPair p = Load(dir_, graphs_);
+    RunnerPair p = Load(dir_, graphs_, kv_);
     ASSERT_TRUE(p.cpu && p.gpu);
-    const Agreement a = RunScenario(p, p.cpu->config().vocab_size, bounds_.logit_tolerance);
-    std::printf("[model] %s graphs=%d: max|err|/max|logit| %.3g, greedy agreement %d/%d decided rows\n",
-                dir_.c_str(), graphs_ ? 1 : 0, a.worst, a.equal, a.decided);
+    const int64_t vocab = p.cpu->capacity().vocab_size;
+    const Agreement a = RunScenario(p, vocab, bounds_.logit_tolerance);
+    const char* kv = kv_ == KvCase::kBf16 ? "" : kv_ == KvCase::kFp8VsCpu ? " fp8 KV vs CPU" : " fp8 KV vs bf16 KV";
+    std::printf("[model] %s graphs=%d%s: max|err|/max|logit| %.3g, greedy agreement %d/%d decided rows\n",
+                dir_.c_str(), graphs_ ? 1 : 0, kv, a.worst, a.equal, a.decided);
     EXPECT_LE(a.worst, bounds_.logit_tolerance) << dir_;
     EXPECT_GE(a.equal, bounds_.min_agreement * a.decided)
         << dir_ << ": greedy tokens differ where the CPU's top-2 gap exceeds " << kTieGap;
@@ -223,6 +278,7 @@ class CudaRunnerVsCpu : public ::testing::Test {
   std::string dir_;
   bool graphs_;
   Bounds bounds_;
+  KvCase kv_;
 };
 
 // Writes `dir`'s bf16 twin into `out`: every 2-D f32 tensor as bf16, everything else as is.
@@ -250,13 +306,19 @@ bool WriteBf16Twin(const std::string& dir, const std::string& out) {
   return quant::WriteSafetensors(out + "/model.safetensors", tensors).ok();
 }
 
-// Graph replay and eager execution of the same decode steps give the same logits.
-void RegisterModel(const std::string& name, const std::string& dir, Bounds bounds = {}) {
+// Graph replay and eager execution of the same decode steps give the same logits; with `fp8`, the
+// fp8 KV cache too (graphs only) against the CPU and against the bf16 cache.
+void RegisterModel(const std::string& name, const std::string& dir, Bounds bounds = {}, bool fp8 = false) {
   for (const bool graphs : {true, false}) {
     ::testing::RegisterTest("CudaRunnerVsCpu", (name + (graphs ? "_graphs" : "_eager")).c_str(), nullptr, nullptr,
                             __FILE__, __LINE__,
-                            [=]() -> ::testing::Test* { return new CudaRunnerVsCpu(dir, graphs, bounds); });
+                            [=]() -> ::testing::Test* { return new CudaRunnerVsCpu(dir, graphs, bounds, KvCase::kBf16); });
   }
+  if (!fp8) return;
+  ::testing::RegisterTest("CudaRunnerVsCpu", (name + "_fp8kv_graphs").c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                          [=]() -> ::testing::Test* { return new CudaRunnerVsCpu(dir, true, bounds, KvCase::kFp8VsCpu); });
+  ::testing::RegisterTest("CudaRunnerVsCpu", (name + "_fp8kv_vs_bf16kv").c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                          [=]() -> ::testing::Test* { return new CudaRunnerVsCpu(dir, true, bounds, KvCase::kFp8VsBf16); });
 }
 
 }  // namespace
@@ -272,7 +334,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "could not write the bf16 twin of tests/golden/qwen35/%s\n", f);
       return 2;
     }
-    model::RegisterModel(std::string("golden_bf16_") + f, twin);
+    model::RegisterModel(std::string("golden_bf16_") + f, twin, {}, std::string(f) == "text_tied");
   }
   for (const char* recipe : {"nvfp4-mixed", "nvfp4", "fp8", "bf16"}) {
     model::DemoModelOptions o;
@@ -287,14 +349,14 @@ int main(int argc, char** argv) {
     }
     std::string name = std::string("demo_") + recipe;
     std::replace(name.begin(), name.end(), '-', '_');
-    model::RegisterModel(name, dir);
+    model::RegisterModel(name, dir, {}, std::string(recipe) == "nvfp4-mixed");
   }
   if (const char* extra = std::getenv("SPARKSERVE_GPU_MODELS")) {
     std::stringstream ss(extra);
     std::string dir;
     int i = 0;
     while (std::getline(ss, dir, ':')) {
-      if (!dir.empty()) model::RegisterModel("extra" + std::to_string(i++), dir, {5e-2, 0.95});
+      if (!dir.empty()) model::RegisterModel("extra" + std::to_string(i++), dir, {5e-2, 0.95}, true);
     }
   }
   return RUN_ALL_TESTS();
