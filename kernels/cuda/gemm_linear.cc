@@ -15,12 +15,12 @@ size_t GemmLinearWorkspaceBytes(int out, int in, int rows) {
   if (out < 1 || in < kGemmStageK || rows < 1) return 0;
   // num_splits * r is not monotone in r (splits drop as blocks grow), so take the most over
   // 1..rows. Past 64 rows the block is fixed at 128 rows and the block count only grows, so once
-  // one split suffices it suffices for every larger r.
+  // there are enough blocks not to split, no larger r splits.
   int64_t most = 0;
   for (int r = 1; r <= rows; ++r) {
     const GemmPlan p = PlanGemm(r, out, in);
     most = std::max<int64_t>(most, static_cast<int64_t>(p.num_splits) * r);
-    if (r > 64 && p.num_splits == 1) {
+    if (r > 64 && !p.few_blocks) {
       most = std::max<int64_t>(most, rows);
       break;
     }

@@ -350,12 +350,26 @@ GemmPlan PlanGemm(int rows, int out, int in) {
   p.m_blocks = ((out + 15) / 16 + kTiles - 1) / kTiles;
   p.n_blocks = (rows + p.block_rows - 1) / p.block_rows;
   p.stages = in / kGemmStageK;
-  // Few blocks (batched decode: one activation block) split K until about two blocks a SM run,
-  // each split keeping at least 4 stages (256 elements of K).
+  // Fewer blocks than two a SM (batched decode: one activation block) split K, each split keeping at
+  // least 4 stages (256 elements). The split count minimises a bandwidth model: weight bytes (~0.75
+  // a weight) plus the fp32 partials written and read (8 bytes a row and output a split), over the
+  // fraction of the last wave of blocks that is filled.
   const int64_t blocks = static_cast<int64_t>(p.m_blocks) * p.n_blocks;
-  const int64_t target = 2 * static_cast<int64_t>(MultiprocessorCount());
+  const int64_t slots = 2 * static_cast<int64_t>(MultiprocessorCount());
   int splits = 1;
-  if (blocks < target) splits = static_cast<int>(std::min<int64_t>((target + blocks - 1) / blocks, std::max(1, p.stages / 4)));
+  p.few_blocks = blocks < slots;
+  if (p.few_blocks) {
+    const double weight_bytes = 0.75 * out * static_cast<double>(in), partial_bytes = 8.0 * rows * static_cast<double>(out);
+    double best = 0;
+    for (int s = 1; s <= std::max(1, p.stages / 4); ++s) {
+      const int64_t n = blocks * s, waves = (n + slots - 1) / slots;
+      const double cost = (weight_bytes + partial_bytes * s) * static_cast<double>(waves * slots) / static_cast<double>(n);
+      if (s == 1 || cost < best) {
+        best = cost;
+        splits = s;
+      }
+    }
+  }
   p.stages_per_split = (p.stages + splits - 1) / splits;
   p.num_splits = (p.stages + p.stages_per_split - 1) / p.stages_per_split;
   return p;

@@ -18,6 +18,7 @@ inline constexpr int kGemmStageK = 64;        // K elements per pipeline stage (
 struct GemmPlan {
   int block_rows;  // 32, 64 or 128
   int m_blocks, n_blocks, num_splits, stages_per_split, stages;
+  bool few_blocks;  // under two blocks a SM before splitting: K may be split
 };
 GemmPlan PlanGemm(int rows, int out, int in);
 
