@@ -182,7 +182,7 @@ void ExpectAllFinite(const std::vector<float>& got, int cols, const std::string&
 // got[r * cols + c] against want(r, c) over the sampled rows x cols, naming the worst element.
 template <typename Want>
 void ExpectSampledClose(const std::vector<float>& got, int cols, const std::vector<int>& rows,
-                        const std::vector<int>& cs, Want want, double tol, const std::string& what) {
+                        const std::vector<int>& cs, Want&& want, double tol, const std::string& what) {
   std::vector<float> g, w;
   double worst = -1;
   std::string worst_at;
