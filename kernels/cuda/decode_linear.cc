@@ -31,9 +31,8 @@ Nvfp4DecodeLayout RepackNvfp4ForDecode(std::span<const uint8_t> packed, std::spa
     const uint8_t b = packed[row * row_bytes + element / 2];
     return (element % 2) ? (b >> 4) : (b & 0xf);
   };
-  // Nibble position in a lane's word w of element i (0..3) of group 2w / group 2w + 1.
-  constexpr int kFirst[4] = {0, 4, 1, 5};
-  constexpr int kSecond[4] = {2, 6, 3, 7};
+  // Pair k of word w (decode_layout.cuh): group 2w + k / 2, elements 2 (k % 2) (low half) and 2 (k % 2) + 1
+  // (high half); magnitude at bits 3k.., sign at kE2m1PairSignBit[k] (+ 16 for the high half).
   for (int tile = 0; tile < tiles; ++tile) {
     for (int s = 0; s < steps; ++s) {
       const size_t block = static_cast<size_t>(tile) * steps + s;
@@ -42,9 +41,12 @@ Nvfp4DecodeLayout RepackNvfp4ForDecode(std::span<const uint8_t> packed, std::spa
           const int q = lane / 4, t = lane % 4, row = tile * 16 + q + 8 * h;
           for (int w = 0; w < 4; ++w) {
             uint32_t word = 0;
-            for (int i = 0; i < 4; ++i) {
-              word |= nibble(row, s * kNvfp4Step + 16 * (2 * w) + 4 * t + i) << (4 * kFirst[i]);
-              word |= nibble(row, s * kNvfp4Step + 16 * (2 * w + 1) + 4 * t + i) << (4 * kSecond[i]);
+            for (int k = 0; k < 4; ++k) {
+              for (int half = 0; half < 2; ++half) {
+                const uint32_t v = nibble(row, s * kNvfp4Step + 16 * (2 * w + k / 2) + 4 * t + 2 * (k % 2) + half);
+                word |= (v & 7u) << (3 * k + 16 * half);
+                word |= (v >> 3) << (kE2m1PairSignBit[k] + 16 * half);
+              }
             }
             uint8_t* dst = result.packed.data() + block * 1024 + h * 512 + lane * 16 + 4 * w;
             for (int b = 0; b < 4; ++b) dst[b] = static_cast<uint8_t>(word >> (8 * b));

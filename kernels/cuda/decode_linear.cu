@@ -1,13 +1,16 @@
 // Decode GEMV on tensor cores. Each warp computes a 16-row tile of W against up to 8 activation
 // rows (mma.m16n8k16: A = dequantised weights, B = activations, fp32 accumulators) over one K
-// split; a second kernel sums the splits, applies the per-tensor/per-channel scale and the linear's
-// epilogue (store, SwiGLU, or residual add + RMSNorm: decode_linear.h).
+// split, and writes fp32 partials that the linear epilogue (linear_epilogue_kernels.h) sums, scales
+// and finishes (store, SwiGLU, or residual add + RMSNorm: decode_linear.h).
 //
 // Lane layout (lane = 4 * q + t): rows q and q + 8 of the tile, activation row q, and within every
 // 16-element K group the 4 contiguous elements 4t..4t+3 (mma k-slots 2t, 2t+1, 2t+8, 2t+9; any
 // fixed permutation of K works when A and B agree). Weights are repacked at load tile-major
-// (decode_linear.h), so a warp's loads of one K step are 2 x 512 contiguous bytes and a tile's
-// steps follow each other in memory.
+// (decode_linear.h, decode_layout.cuh), so a warp's loads of one K step are 2 x 512 contiguous bytes
+// and a tile's steps follow each other in memory. Each lane streams its own 16-byte pieces of the
+// next K steps into a ring in shared memory with cp.async (kStages - 1 steps in flight, no registers
+// held), so the loads of later steps overlap the unpacking and mma of the current one.
+#include "kernels/cuda/decode_layout.cuh"
 #include "kernels/cuda/decode_linear_kernels.h"
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/linear_epilogue_kernels.h"
@@ -21,40 +24,14 @@
 namespace sparkserve::kernels::cuda {
 namespace {
 
-constexpr int kUnroll = 4;  // K steps whose loads a lane issues together
+constexpr int kNvfp4Stages = 6;  // ring slots a lane cycles through (kStages - 1 K steps in flight)
+constexpr int kFp8Stages = 8;
+constexpr int kNvfp4SlotVecs = 3;  // 16-byte pieces of a lane a K step: row q codes, row q + 8 codes, scales
+constexpr int kFp8SlotVecs = 2;
 
-__device__ __forceinline__ void MmaF16F32(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                          uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// Nibbles E and E+4 of `u` (E2M1 codes) as fp16x2 holding value * 2^-14, exactly: the 3 magnitude
-// bits land on fp16's two low exponent bits and top mantissa bit, the sign on bit 15.
-template <int E>
-__device__ __forceinline__ uint32_t E2m1PairScaledDown(uint32_t u) {
-  constexpr int kMagShift = 9 - 4 * E;
-  constexpr int kSignShift = 12 - 4 * E;
-  uint32_t mag;
-  if constexpr (kMagShift >= 0) {
-    mag = u << kMagShift;
-  } else {
-    mag = u >> (-kMagShift);
-  }
-  return (mag & 0x0E000E00u) | ((u << kSignShift) & 0x80008000u);
-}
-
-__device__ __forceinline__ float2 E4m3PairToFloat2(uint32_t two_codes) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_codes & 0xffffu), __NV_E4M3);
-  return __half22float2(__half2(h));
-}
-
-__device__ __forceinline__ uint32_t E4m3PairToHalf2Bits(uint32_t two_codes) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_codes & 0xffffu), __NV_E4M3);
-  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+// Shared memory of a decode block: the warps' rings, then the staged activations.
+__host__ __device__ constexpr size_t RingBytes(int stages, int vecs) {
+  return static_cast<size_t>(kDecodeWarpsPerBlock) * stages * vecs * 32 * 16;
 }
 
 // Copies the block's K range of the activations into shared memory: xs[r][k - k0], r < rows.
@@ -84,74 +61,80 @@ __device__ __forceinline__ void StorePartial(const float acc[4], int tile, int q
   }
 }
 
-// grid: (ceil(tiles / warps_per_block), num_splits); dynamic shared memory: rows * klen fp16.
+// grid: (ceil(tiles / warps_per_block), num_splits); dynamic shared memory: the rings, then rows * klen fp16.
 __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32)
     Nvfp4DecodeKernel(const uint8_t* __restrict__ packed, const uint8_t* __restrict__ scales,
                       const __half* __restrict__ x, int rows, int out, int in, int tiles, int steps_per_split,
                       float* __restrict__ partial) {
-  extern __shared__ __align__(16) __half xs[];
+  extern __shared__ __align__(16) uint8_t smem[];
   const int steps = in / kNvfp4Step;
   const int s0 = blockIdx.y * steps_per_split, s1 = min(steps, s0 + steps_per_split);
-  const int tile = blockIdx.x * kDecodeWarpsPerBlock + static_cast<int>(threadIdx.x / 32);
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int tile = blockIdx.x * kDecodeWarpsPerBlock + warp;
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int t = lane % 4, q = lane / 4;
   const int klen = (s1 - s0) * kNvfp4Step;
+  const bool active = tile < tiles;
+  // This lane's slots: ring[(slot * 3 + piece) * 32] (16 bytes each; lanes side by side).
+  uint4* ring = reinterpret_cast<uint4*>(smem) + warp * kNvfp4Stages * kNvfp4SlotVecs * 32 + lane;
+  __half* xs = reinterpret_cast<__half*>(smem + RingBytes(kNvfp4Stages, kNvfp4SlotVecs));
   const uint8_t* wt = packed + (static_cast<size_t>(min(tile, tiles - 1)) * steps) * 1024 + 16 * lane;
   const uint8_t* st = scales + (static_cast<size_t>(min(tile, tiles - 1)) * steps) * 128 + 16 * q;
-  // K steps s_base.. (clamped to the split) into registers.
-  uint4 qa[kUnroll], qb[kUnroll], sc[kUnroll];
-  auto load_steps = [&](int s_base) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int s = min(s_base + u, s1 - 1);
-      qa[u] = LoadStreaming(wt + 1024 * s);
-      qb[u] = LoadStreaming(wt + 1024 * s + 512);
-      sc[u] = __ldg(reinterpret_cast<const uint4*>(st + 128 * s));
+  auto issue = [&](int s, int slot) {  // K step s into `slot`; one commit group a call, empty past the split
+    if (active && s < s1) {
+      CpAsync16(ring + (slot * kNvfp4SlotVecs + 0) * 32, wt + 1024 * s);
+      CpAsync16(ring + (slot * kNvfp4SlotVecs + 1) * 32, wt + 1024 * s + 512);
+      CpAsync16(ring + (slot * kNvfp4SlotVecs + 2) * 32, st + 128 * s);
     }
+    CpAsyncCommit();
   };
-  load_steps(s0);  // the first weights (no earlier kernel writes them) load while the previous kernel finishes
+  // The first weights (no earlier kernel writes them) stream in while the previous kernel finishes.
+#pragma unroll
+  for (int i = 0; i < kNvfp4Stages - 1; ++i) issue(s0 + i, i);
   WaitForPriorGrids();
   AllowNextGrid();
-  StageActivations(x, rows, in, s0 * kNvfp4Step, (s1 - s0) * kNvfp4Step, xs);
-  if (tile >= tiles) return;
+  StageActivations(x, rows, in, s0 * kNvfp4Step, klen, xs);
+  if (!active) return;  // issued no copies
   // Activation row q (zeros beyond `rows`): this lane's 4 elements of each 16-group.
   const __half* xl = xs + min(q, rows - 1) * klen + 4 * t;
   const bool has_x = q < rows;
 
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  for (int s_base = s0; s_base < s1; s_base += kUnroll) {
-    if (s_base != s0) load_steps(s_base);
+  int slot = 0;
+  for (int s = s0; s < s1; ++s) {
+    CpAsyncWait<kNvfp4Stages - 2>();  // step s has landed
+    const uint4 qa = ring[(slot * kNvfp4SlotVecs + 0) * 32];
+    const uint4 qb = ring[(slot * kNvfp4SlotVecs + 1) * 32];
+    const uint4 sc = ring[(slot * kNvfp4SlotVecs + 2) * 32];
+    issue(s + kNvfp4Stages - 1, slot == 0 ? kNvfp4Stages - 1 : slot - 1);  // the slot read last step
+    slot = slot + 1 == kNvfp4Stages ? 0 : slot + 1;
+    const uint32_t words_a[4] = {qa.x, qa.y, qa.z, qa.w};
+    const uint32_t words_b[4] = {qb.x, qb.y, qb.z, qb.w};
+    const uint32_t scale_a[2] = {sc.x, sc.y};  // row a's 8 group scales
+    const uint32_t scale_b[2] = {sc.z, sc.w};  // row b's
+    const __half* xk = xl + kNvfp4Step * (s - s0);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (s_base + u >= s1) break;
-      const uint32_t words_a[4] = {qa[u].x, qa[u].y, qa[u].z, qa[u].w};
-      const uint32_t words_b[4] = {qb[u].x, qb[u].y, qb[u].z, qb[u].w};
-      const uint32_t scale_a[2] = {sc[u].x, sc[u].y};  // row a's 8 group scales
-      const uint32_t scale_b[2] = {sc[u].z, sc[u].w};  // row b's
-      const __half* xk = xl + kNvfp4Step * (s_base + u - s0);
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        // Word w holds groups 2w (nibbles 0,4,1,5) and 2w+1 (nibbles 2,6,3,7).
-        const float2 ga = E4m3PairToFloat2(scale_a[w / 2] >> (16 * (w % 2)));
-        const float2 gb = E4m3PairToFloat2(scale_b[w / 2] >> (16 * (w % 2)));
-        uint2 x0 = *reinterpret_cast<const uint2*>(xk + 16 * (2 * w));
-        uint2 x1 = *reinterpret_cast<const uint2*>(xk + 16 * (2 * w + 1));
-        if (!has_x) x0 = x1 = make_uint2(0, 0);
-        float c[4] = {0.f, 0.f, 0.f, 0.f};
-        MmaF16F32(c, E2m1PairScaledDown<0>(words_a[w]), E2m1PairScaledDown<0>(words_b[w]),
-                  E2m1PairScaledDown<1>(words_a[w]), E2m1PairScaledDown<1>(words_b[w]), x0.x, x0.y);
-        acc[0] = fmaf(c[0], ga.x, acc[0]);
-        acc[1] = fmaf(c[1], ga.x, acc[1]);
-        acc[2] = fmaf(c[2], gb.x, acc[2]);
-        acc[3] = fmaf(c[3], gb.x, acc[3]);
-        float d[4] = {0.f, 0.f, 0.f, 0.f};
-        MmaF16F32(d, E2m1PairScaledDown<2>(words_a[w]), E2m1PairScaledDown<2>(words_b[w]),
-                  E2m1PairScaledDown<3>(words_a[w]), E2m1PairScaledDown<3>(words_b[w]), x1.x, x1.y);
-        acc[0] = fmaf(d[0], ga.y, acc[0]);
-        acc[1] = fmaf(d[1], ga.y, acc[1]);
-        acc[2] = fmaf(d[2], gb.y, acc[2]);
-        acc[3] = fmaf(d[3], gb.y, acc[3]);
-      }
+    for (int w = 0; w < 4; ++w) {
+      // Word w holds groups 2w (pairs 0, 1) and 2w + 1 (pairs 2, 3).
+      const float2 ga = E4m3PairToFloat2(scale_a[w / 2] >> (16 * (w % 2)));
+      const float2 gb = E4m3PairToFloat2(scale_b[w / 2] >> (16 * (w % 2)));
+      uint2 x0 = *reinterpret_cast<const uint2*>(xk + 16 * (2 * w));
+      uint2 x1 = *reinterpret_cast<const uint2*>(xk + 16 * (2 * w + 1));
+      if (!has_x) x0 = x1 = make_uint2(0, 0);
+      float c[4] = {0.f, 0.f, 0.f, 0.f};
+      MmaF16F32(c, E2m1PairScaledDown<0>(words_a[w]), E2m1PairScaledDown<0>(words_b[w]),
+                E2m1PairScaledDown<1>(words_a[w]), E2m1PairScaledDown<1>(words_b[w]), x0.x, x0.y);
+      acc[0] = fmaf(c[0], ga.x, acc[0]);
+      acc[1] = fmaf(c[1], ga.x, acc[1]);
+      acc[2] = fmaf(c[2], gb.x, acc[2]);
+      acc[3] = fmaf(c[3], gb.x, acc[3]);
+      float d[4] = {0.f, 0.f, 0.f, 0.f};
+      MmaF16F32(d, E2m1PairScaledDown<2>(words_a[w]), E2m1PairScaledDown<2>(words_b[w]),
+                E2m1PairScaledDown<3>(words_a[w]), E2m1PairScaledDown<3>(words_b[w]), x1.x, x1.y);
+      acc[0] = fmaf(d[0], ga.y, acc[0]);
+      acc[1] = fmaf(d[1], ga.y, acc[1]);
+      acc[2] = fmaf(d[2], gb.y, acc[2]);
+      acc[3] = fmaf(d[3], gb.y, acc[3]);
     }
   }
   StorePartial(acc, tile, q, t, rows, out, partial + static_cast<size_t>(blockIdx.y) * rows * out);
@@ -160,47 +143,51 @@ __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32)
 __global__ void __launch_bounds__(kDecodeWarpsPerBlock * 32)
     Fp8DecodeKernel(const uint8_t* __restrict__ weight, const __half* __restrict__ x, int rows, int out, int in,
                     int tiles, int steps_per_split, float* __restrict__ partial) {
-  extern __shared__ __align__(16) __half xs[];
+  extern __shared__ __align__(16) uint8_t smem[];
   const int steps = in / kFp8Step;
   const int s0 = blockIdx.y * steps_per_split, s1 = min(steps, s0 + steps_per_split);
-  const int tile = blockIdx.x * kDecodeWarpsPerBlock + static_cast<int>(threadIdx.x / 32);
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int tile = blockIdx.x * kDecodeWarpsPerBlock + warp;
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int t = lane % 4, q = lane / 4;
   const int klen = (s1 - s0) * kFp8Step;
+  const bool active = tile < tiles;
+  uint4* ring = reinterpret_cast<uint4*>(smem) + warp * kFp8Stages * kFp8SlotVecs * 32 + lane;
+  __half* xs = reinterpret_cast<__half*>(smem + RingBytes(kFp8Stages, kFp8SlotVecs));
   const uint8_t* wt = weight + (static_cast<size_t>(min(tile, tiles - 1)) * steps) * 1024 + 16 * lane;
-  uint4 qa[kUnroll], qb[kUnroll];
-  auto load_steps = [&](int s_base) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int s = min(s_base + u, s1 - 1);
-      qa[u] = LoadStreaming(wt + 1024 * s);
-      qb[u] = LoadStreaming(wt + 1024 * s + 512);
+  auto issue = [&](int s, int slot) {
+    if (active && s < s1) {
+      CpAsync16(ring + (slot * kFp8SlotVecs + 0) * 32, wt + 1024 * s);
+      CpAsync16(ring + (slot * kFp8SlotVecs + 1) * 32, wt + 1024 * s + 512);
     }
+    CpAsyncCommit();
   };
-  load_steps(s0);  // while the previous kernel finishes (see the NVFP4 kernel)
+#pragma unroll
+  for (int i = 0; i < kFp8Stages - 1; ++i) issue(s0 + i, i);  // while the previous kernel finishes
   WaitForPriorGrids();
   AllowNextGrid();
-  StageActivations(x, rows, in, s0 * kFp8Step, (s1 - s0) * kFp8Step, xs);
-  if (tile >= tiles) return;
+  StageActivations(x, rows, in, s0 * kFp8Step, klen, xs);
+  if (!active) return;
   const __half* xl = xs + min(q, rows - 1) * klen + 4 * t;
   const bool has_x = q < rows;
 
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  for (int s_base = s0; s_base < s1; s_base += kUnroll) {
-    if (s_base != s0) load_steps(s_base);
+  int slot = 0;
+  for (int s = s0; s < s1; ++s) {
+    CpAsyncWait<kFp8Stages - 2>();
+    const uint4 qa = ring[(slot * kFp8SlotVecs + 0) * 32];
+    const uint4 qb = ring[(slot * kFp8SlotVecs + 1) * 32];
+    issue(s + kFp8Stages - 1, slot == 0 ? kFp8Stages - 1 : slot - 1);
+    slot = slot + 1 == kFp8Stages ? 0 : slot + 1;
+    const uint32_t words_a[4] = {qa.x, qa.y, qa.z, qa.w};
+    const uint32_t words_b[4] = {qb.x, qb.y, qb.z, qb.w};
+    const __half* xk = xl + kFp8Step * (s - s0);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (s_base + u >= s1) break;
-      const uint32_t words_a[4] = {qa[u].x, qa[u].y, qa[u].z, qa[u].w};
-      const uint32_t words_b[4] = {qb[u].x, qb[u].y, qb[u].z, qb[u].w};
-      const __half* xk = xl + kFp8Step * (s_base + u - s0);
-#pragma unroll
-      for (int g = 0; g < 4; ++g) {
-        uint2 xv = *reinterpret_cast<const uint2*>(xk + 16 * g);
-        if (!has_x) xv = make_uint2(0, 0);
-        MmaF16F32(acc, E4m3PairToHalf2Bits(words_a[g]), E4m3PairToHalf2Bits(words_b[g]),
-                  E4m3PairToHalf2Bits(words_a[g] >> 16), E4m3PairToHalf2Bits(words_b[g] >> 16), xv.x, xv.y);
-      }
+    for (int g = 0; g < 4; ++g) {
+      uint2 xv = *reinterpret_cast<const uint2*>(xk + 16 * g);
+      if (!has_x) xv = make_uint2(0, 0);
+      MmaF16F32(acc, E4m3PairToHalf2Bits(words_a[g]), E4m3PairToHalf2Bits(words_b[g]),
+                E4m3PairToHalf2Bits(words_a[g] >> 16), E4m3PairToHalf2Bits(words_b[g] >> 16), xv.x, xv.y);
     }
   }
   StorePartial(acc, tile, q, t, rows, out, partial + static_cast<size_t>(blockIdx.y) * rows * out);
@@ -229,7 +216,7 @@ SplitPlan PlanSplits(int out, int steps) {
 cudaError_t LaunchNvfp4Decode(const Nvfp4LinearDevice& w, const __half* x, int rows, float* y, float* partial,
                               const DecodeEpilogue& epilogue, cudaStream_t stream) {
   const SplitPlan p = PlanSplits(w.out, w.in / kNvfp4Step);
-  const size_t smem = static_cast<size_t>(rows) * p.steps_per_split * kNvfp4Step * sizeof(__half);
+  const size_t smem = RingBytes(kNvfp4Stages, kNvfp4SlotVecs) + static_cast<size_t>(rows) * p.steps_per_split * kNvfp4Step * sizeof(__half);
   cudaError_t err = AllowSharedMemory(Nvfp4DecodeKernel, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid((p.tiles + kDecodeWarpsPerBlock - 1) / kDecodeWarpsPerBlock, p.num_splits);
@@ -246,7 +233,7 @@ cudaError_t LaunchNvfp4Decode(const Nvfp4LinearDevice& w, const __half* x, int r
 cudaError_t LaunchFp8Decode(const Fp8LinearDevice& w, const __half* x, int rows, float* y, float* partial,
                             const DecodeEpilogue& epilogue, cudaStream_t stream) {
   const SplitPlan p = PlanSplits(w.out, w.in / kFp8Step);
-  const size_t smem = static_cast<size_t>(rows) * p.steps_per_split * kFp8Step * sizeof(__half);
+  const size_t smem = RingBytes(kFp8Stages, kFp8SlotVecs) + static_cast<size_t>(rows) * p.steps_per_split * kFp8Step * sizeof(__half);
   cudaError_t err = AllowSharedMemory(Fp8DecodeKernel, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid((p.tiles + kDecodeWarpsPerBlock - 1) / kDecodeWarpsPerBlock, p.num_splits);

@@ -14,6 +14,10 @@ inline constexpr int kDecodeWarpsPerBlock = 4;  // one 16-row tile a warp
 inline constexpr int kNvfp4Step = 128;  // K elements per warp iteration: 8 groups of 16 (64 bytes a row)
 inline constexpr int kFp8Step = 64;     // K elements per warp iteration: 4 mma k16 (64 bytes a row)
 
+// NVFP4 decode layout: sign bit of pair k in a word's low half (+ 16 in the high half), magnitude at
+// bits 3k..3k+2 (decode_layout.cuh E2m1PairScaledDown unpacks it).
+inline constexpr int kE2m1PairSignBit[4] = {14, 13, 12, 15};
+
 struct SplitPlan {
   int tiles, steps, num_splits, steps_per_split;
 };

@@ -2,6 +2,7 @@
 // built for, strides, alignment of the vectorised state and output accesses).
 #include "kernels/cuda/gdn.h"
 
+#include <climits>
 #include <cstdint>
 
 #include "core/status.h"
@@ -55,6 +56,13 @@ absl::Status CausalConv1dSilu(const float* x, int x_stride, int channels, const 
 absl::Status GatedDeltaNet(const GdnInput& in, const GdnShape& shape, const float* a_log, const float* dt_bias,
                            const float* norm_w, float eps, const RaggedBatchDevice& batch, float* state,
                            float* column_state, int max_columns, __half* out, cudaStream_t stream) {
+  return GatedDeltaNetWith(GdnKernel::kAuto, in, shape, a_log, dt_bias, norm_w, eps, batch, state, column_state,
+                           max_columns, out, stream);
+}
+
+absl::Status GatedDeltaNetWith(GdnKernel kernel, const GdnInput& in, const GdnShape& shape, const float* a_log,
+                               const float* dt_bias, const float* norm_w, float eps, const RaggedBatchDevice& batch,
+                               float* state, float* column_state, int max_columns, __half* out, cudaStream_t stream) {
   constexpr const char* kOp = "GatedDeltaNet";
   RETURN_IF_ERROR(CheckBatch(kOp, batch));
   const auto [nk, nv, dk, dv] = shape;
@@ -96,10 +104,43 @@ absl::Status GatedDeltaNet(const GdnInput& in, const GdnShape& shape, const floa
     return absl::InvalidArgumentError(fmt::format("{}: state and column_state must be 16-byte aligned", kOp));
   }
   if (!Aligned(out, 8)) return absl::InvalidArgumentError(fmt::format("{}: out must be 8-byte aligned", kOp));
+  const bool forced_chunked = kernel == GdnKernel::kChunked || kernel == GdnKernel::kChunkedSimt;
+  if (forced_chunked && (column_state != nullptr || dk > kGdnChunkedMaxDk)) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: the chunked kernel needs column_state == nullptr and dk <= {} (dk {})", kOp,
+                    kGdnChunkedMaxDk, dk));
+  }
   if (batch.num_seqs == 0) return absl::OkStatus();
-  return CudaStatus(LaunchGatedDeltaNet(in, shape, a_log, dt_bias, norm_w, eps, batch, state, column_state,
-                                        max_columns, out, stream),
-                    kOp);
+  // Which seqs each kernel takes (gdn.h): the chunked kernel those of >= min_tokens tokens, the
+  // sequential kernel those below skip_from (INT_MAX: all); the device decides per seq from its own
+  // token count, so every seq is processed exactly once whatever max_seq_tokens says.
+  bool run_sequential = true, run_chunked = false;
+  int min_tokens = kGdnChunkedMinTokens;
+  switch (kernel) {
+    case GdnKernel::kAuto:
+      run_chunked = column_state == nullptr && dk <= kGdnChunkedMaxDk && batch.max_seq_tokens >= kGdnChunkedMinTokens;
+      break;
+    case GdnKernel::kSequential:
+      break;
+    case GdnKernel::kChunked:
+    case GdnKernel::kChunkedSimt:
+      run_sequential = false;
+      run_chunked = true;
+      min_tokens = 1;
+      break;
+  }
+  if (run_sequential) {
+    RETURN_IF_ERROR(CudaStatus(LaunchGatedDeltaNet(in, shape, a_log, dt_bias, norm_w, eps, batch,
+                                                   run_chunked ? min_tokens : INT_MAX, state, column_state,
+                                                   max_columns, out, stream),
+                               kOp));
+  }
+  if (run_chunked) {
+    RETURN_IF_ERROR(CudaStatus(LaunchGatedDeltaNetChunked(in, shape, a_log, dt_bias, norm_w, eps, batch, min_tokens,
+                                                          kernel != GdnKernel::kChunkedSimt, state, out, stream),
+                               "GatedDeltaNet (chunked)"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace sparkserve::kernels::cuda

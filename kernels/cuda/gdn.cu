@@ -156,6 +156,7 @@ struct GdnParams {
   float eps;
   float q_scale;
   RaggedBatchDevice batch;
+  int skip_from_tokens;  // seqs this long are the chunked kernel's
   float* state;
   float* column_state;
   int max_columns;
@@ -218,6 +219,7 @@ __global__ void __launch_bounds__(kGdnThreads) GatedDeltaNetKernel(const GdnPara
   const int kh = j / (p.nv / p.nk);
 
   const int t0 = p.batch.token_begin[s], t1 = p.batch.token_begin[s + 1];
+  if (t1 - t0 >= p.skip_from_tokens) return;  // before any cluster barrier; the same for the whole cluster
   const int slot = p.batch.slots[s];
   const bool fresh = p.batch.start_pos[s] == 0;
   const bool keep =
@@ -396,8 +398,8 @@ cudaError_t LaunchCausalConv1dSilu(const float* x, int x_stride, int channels, c
 }
 
 cudaError_t LaunchGatedDeltaNet(const GdnInput& in, const GdnShape& shape, const float* a_log, const float* dt_bias,
-                                const float* norm_w, float eps, const RaggedBatchDevice& batch, float* state,
-                                float* column_state, int max_columns, __half* out, cudaStream_t stream) {
+                                const float* norm_w, float eps, const RaggedBatchDevice& batch, int skip_from_tokens,
+                                float* state, float* column_state, int max_columns, __half* out, cudaStream_t stream) {
   GdnParams p;
   p.mixed = in.mixed;
   p.mixed_stride = in.mixed_stride;
@@ -416,6 +418,7 @@ cudaError_t LaunchGatedDeltaNet(const GdnInput& in, const GdnShape& shape, const
   p.eps = eps;
   p.q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.dk)));  // as the CPU model
   p.batch = batch;
+  p.skip_from_tokens = skip_from_tokens;
   p.state = state;
   p.column_state = column_state;
   p.max_columns = max_columns;

@@ -1,6 +1,7 @@
 // Gated DeltaNet on CUDA over ragged steps (FORMATS.md §1): the causal depthwise conv1d + SiLU
 // with its carried window, and the fused recurrence (q/k L2 norm, gates, delta rule, gated
-// RMSNorm). A seq whose start_pos is 0 starts from a zero window and state (no reset pass needed).
+// RMSNorm), sequential over a seq's tokens (decode) or chunked (prefill: gdn_chunked.cu). A seq
+// whose start_pos is 0 starts from a zero window and state (no reset pass needed).
 // CPU twins: kernels/cpu conv1d.cc, gated_delta.cc, norm.cc (L2NormalizeRows, GatedRmsNorm),
 // activation.cc (GdnGates).
 #pragma once
@@ -46,8 +47,25 @@ struct GdnInput {
   const float* z = nullptr;
   int z_stride = 0;
 };
+//
+// Two kernels compute it. The sequential one (a token at a time, the state in registers) serves
+// decode and MTP verify; the chunked one (64 tokens at a time as matrix products) serves prefill.
+// GatedDeltaNet picks from what the host knows: without column_state, when
+// batch.max_seq_tokens >= kGdnChunkedMinTokens (gdn_kernels.h, 16) and dk <= 128, it launches
+// both, and each seq is taken by exactly one of them, by its own token count on the device: seqs of
+// >= kGdnChunkedMinTokens tokens by the chunked kernel, shorter ones (decode seqs of a mixed step)
+// by the sequential kernel. Otherwise (decode steps, MTP verify, dk > 128) the sequential kernel
+// takes every seq, exactly as before.
 absl::Status GatedDeltaNet(const GdnInput& in, const GdnShape& shape, const float* a_log, const float* dt_bias,
                            const float* norm_w, float eps, const RaggedBatchDevice& batch, float* state,
                            float* column_state, int max_columns, __half* out, cudaStream_t stream);
+
+// The same with the kernel chosen by the caller (tests, timing): kSequential takes every seq;
+// kChunked / kChunkedSimt take every seq with >= 1 token (TF32 tensor-core tiles / f32 FMA tiles;
+// they need column_state == nullptr and dk <= 128; a seq with no tokens keeps its state as it is).
+enum class GdnKernel { kAuto, kSequential, kChunked, kChunkedSimt };
+absl::Status GatedDeltaNetWith(GdnKernel kernel, const GdnInput& in, const GdnShape& shape, const float* a_log,
+                               const float* dt_bias, const float* norm_w, float eps, const RaggedBatchDevice& batch,
+                               float* state, float* column_state, int max_columns, __half* out, cudaStream_t stream);
 
 }  // namespace sparkserve::kernels::cuda

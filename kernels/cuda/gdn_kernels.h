@@ -19,12 +19,35 @@ inline constexpr int kGdnMaxDv = kGdnSliceColumns * kGdnMaxSlices;
 inline constexpr int kGdnMaxDk = 256;  // 32 row groups x at most 8 rows a thread
 inline constexpr int kGdnMaxSeqs = 65535;  // grid.z
 
+// GatedDeltaNetChunked (gdn_chunked.cu): 64-token chunks, 32 value columns a block (clusters of up to
+// kGdnMaxSlices blocks a head), q/k chunks and the state slice in shared memory: dk <= 128.
+inline constexpr int kGdnChunkTokens = 64;
+inline constexpr int kGdnChunkSliceColumns = 32;
+inline constexpr int kGdnChunkedMaxDk = 128;
+// GatedDeltaNet's automatic choice: a seq of at least this many tokens goes to the chunked kernel
+// (the rest of the step to the sequential one). The sequential kernel pays one block-wide reduction
+// and one cluster barrier per token (~1 us a token at the 4B's shape: 5.5 us for a decode step
+// including the launch); a chunk of the chunked kernel costs about as much as a few such tokens
+// whatever its length, so past ~16 tokens it wins and at 4096 it is far ahead (gpu_kernel_check
+// prints both). Decode (1 token a seq, graph-captured) never reaches it.
+inline constexpr int kGdnChunkedMinTokens = 16;
+
 cudaError_t LaunchCausalConv1dSilu(const float* x, int x_stride, int channels, const float* w, int K,
                                    const RaggedBatchDevice& batch, float* window, float* column_window,
                                    int max_columns, float* out, cudaStream_t stream);
 
+// The sequential kernel skips (leaves to the chunked one) every seq of at least skip_from_tokens
+// tokens; INT_MAX: it takes every seq.
 cudaError_t LaunchGatedDeltaNet(const GdnInput& in, const GdnShape& shape, const float* a_log, const float* dt_bias,
-                                const float* norm_w, float eps, const RaggedBatchDevice& batch, float* state,
-                                float* column_state, int max_columns, __half* out, cudaStream_t stream);
+                                const float* norm_w, float eps, const RaggedBatchDevice& batch, int skip_from_tokens,
+                                float* state, float* column_state, int max_columns, __half* out, cudaStream_t stream);
+
+// The chunked kernel takes every seq of at least min_tokens (>= 1) tokens and leaves the others
+// untouched. tensor_cores: TF32 mma tiles (3xTF32 on the state path); false: f32 FMA tiles.
+// Needs dk <= kGdnChunkedMaxDk, dv <= kGdnChunkSliceColumns * kGdnMaxSlices; no column states.
+cudaError_t LaunchGatedDeltaNetChunked(const GdnInput& in, const GdnShape& shape, const float* a_log,
+                                       const float* dt_bias, const float* norm_w, float eps,
+                                       const RaggedBatchDevice& batch, int min_tokens, bool tensor_cores, float* state,
+                                       __half* out, cudaStream_t stream);
 
 }  // namespace sparkserve::kernels::cuda

@@ -9,8 +9,9 @@
 //      16-byte load per tile and k16 slice, and its activations with one 8-byte load per 8 rows.
 // K order inside each k16 slice follows the repacked layout (mma k-slots 2t, 2t+1, 2t+8, 2t+9 hold
 // elements 4t..4t+3); the activations are read in the same order, so the product is unchanged.
-// NVFP4 group scales multiply the fp16 weights exactly (see DequantiseNvfp4); the global scale and
+// NVFP4 group scales multiply the fp16 weights exactly (see Nvfp4Format::Dequantise); the global scale and
 // FP8's per-channel scales are applied after the sum, as in the decode kernels.
+#include "kernels/cuda/decode_layout.cuh"
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/gemm_linear_kernels.h"
 #include "kernels/cuda/linear_epilogue_kernels.h"
@@ -42,52 +43,14 @@ struct GemmArgs {
   const float* row_divisors;
 };
 
-// ---- cp.async ----
-__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+// ---- cp.async of the 8- and 4-byte NVFP4 pieces (16-byte copies: decode_layout.cuh CpAsync16) ----
+__device__ __forceinline__ void CpAsync8(void* dst, const void* src) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(src) : "memory");
 }
-__device__ __forceinline__ void CopyAsync16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(SharedAddress(dst)), "l"(src) : "memory");
-}
-__device__ __forceinline__ void CopyAsync8(void* dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(SharedAddress(dst)), "l"(src) : "memory");
-}
-__device__ __forceinline__ void CopyAsync4(void* dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(SharedAddress(dst)), "l"(src) : "memory");
-}
-__device__ __forceinline__ void CommitCopies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void WaitCopiesBut() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-// ---- number formats (same bit tricks as decode_linear.cu) ----
-__device__ __forceinline__ void MmaF16F32(float c[4], const uint4& a, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
-}
-
-// Nibbles E and E+4 of `u` (E2M1 codes) as fp16x2 holding value * 2^-14, exactly.
-template <int E>
-__device__ __forceinline__ uint32_t E2m1PairScaledDown(uint32_t u) {
-  constexpr int kMagShift = 9 - 4 * E;
-  constexpr int kSignShift = 12 - 4 * E;
-  uint32_t mag;
-  if constexpr (kMagShift >= 0) {
-    mag = u << kMagShift;
-  } else {
-    mag = u >> (-kMagShift);
-  }
-  return (mag & 0x0E000E00u) | ((u << kSignShift) & 0x80008000u);
-}
-
-// The low two bytes of `two_codes` (E4M3) as fp16x2 bits, low byte in the low half.
-__device__ __forceinline__ uint32_t E4m3PairToHalf2Bits(uint32_t two_codes) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_codes & 0xffffu), __NV_E4M3);
-  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+__device__ __forceinline__ void CpAsync4(void* dst, const void* src) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src) : "memory");
 }
 
 __device__ __forceinline__ uint32_t MulHalf2(uint32_t a, uint32_t b) {
@@ -110,12 +73,12 @@ struct Nvfp4Format {
     for (int j = 0; j < kTiles * 64 / kThreads; ++j) {
       const int i = tid + j * kThreads, tile = i / 64, h = (i / 32) % 2, lane = i % 32;
       const size_t block = static_cast<size_t>(min(tile0 + tile, a.tiles - 1)) * steps + s;
-      CopyAsync8(dst + tile * 512 + h * 256 + lane * 8, a.codes + block * 1024 + h * 512 + lane * 16 + half * 8);
+      CpAsync8(dst + tile * 512 + h * 256 + lane * 8, a.codes + block * 1024 + h * 512 + lane * 16 + half * 8);
     }
     if (tid < kTiles * 16) {
       const int tile = tid / 16, q = (tid / 2) % 8, h = tid % 2;
       const size_t block = static_cast<size_t>(min(tile0 + tile, a.tiles - 1)) * steps + s;
-      CopyAsync4(dst + kCodeBytes + tile * 64 + q * 8 + h * 4, a.scales + block * 128 + q * 16 + h * 8 + half * 4);
+      CpAsync4(dst + kCodeBytes + tile * 64 + q * 8 + h * 4, a.scales + block * 128 + q * 16 + h * 8 + half * 4);
     }
   }
 
@@ -130,7 +93,7 @@ struct Nvfp4Format {
     const uint2 sc = *reinterpret_cast<const uint2*>(src + kCodeBytes + warp * 64 + q * 8);
     uint4* f = frag + warp * 4 * 32 + lane;
 #pragma unroll
-    for (int w = 0; w < 2; ++w) {  // word w: groups (slices) 2w (nibbles 0,4,1,5) and 2w + 1 (2,6,3,7)
+    for (int w = 0; w < 2; ++w) {  // word w: pairs 0, 1 of group (slice) 2w, pairs 2, 3 of group 2w + 1
       const uint32_t u0 = w ? c0.y : c0.x, u1 = w ? c1.y : c1.x;
       const uint32_t s0 = E4m3PairToHalf2Bits(sc.x >> (16 * w)), s1 = E4m3PairToHalf2Bits(sc.y >> (16 * w));
       const uint32_t s0a = __byte_perm(s0, 0, 0x1010), s0b = __byte_perm(s0, 0, 0x3232);
@@ -154,7 +117,7 @@ struct Fp8Format {
     for (int j = 0; j < kTiles * 64 / kThreads; ++j) {
       const int i = tid + j * kThreads, tile = i / 64, chunk = i % 64;
       const size_t block = static_cast<size_t>(min(tile0 + tile, a.tiles - 1)) * steps + kt;
-      CopyAsync16(dst + tile * 1024 + chunk * 16, a.codes + block * 1024 + chunk * 16);
+      CpAsync16(dst + tile * 1024 + chunk * 16, a.codes + block * 1024 + chunk * 16);
     }
   }
 
@@ -221,7 +184,7 @@ __global__ void __launch_bounds__(kThreads, 2) GemmLinearKernel(const GemmArgs a
     uint8_t* dst = act_s + (i % S) * Shape::kActBytes;
     const int k0 = (k_begin + i) * kGemmStageK;
 #pragma unroll
-    for (int j = 0; j < kChunks; ++j) CopyAsync16(dst + ActOffset(act_r, act_chunk + j), act_src + k0 + j * 8);
+    for (int j = 0; j < kChunks; ++j) CpAsync16(dst + ActOffset(act_r, act_chunk + j), act_src + k0 + j * 8);
   };
 
   // The first stages' weights (no earlier kernel writes them) load while the previous kernel drains.
@@ -234,7 +197,7 @@ __global__ void __launch_bounds__(kThreads, 2) GemmLinearKernel(const GemmArgs a
 #pragma unroll
   for (int i = 0; i < S - 1; ++i) {  // group i: activations of stage i (group 0 also the weights above)
     if (i < num) stage_activations(i);
-    CommitCopies();
+    CpAsyncCommit();
   }
 
   const int warp_m = warp % Shape::kWarpsM, warp_n = warp / Shape::kWarpsM;
@@ -247,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, 2) GemmLinearKernel(const GemmArgs a
       for (int c = 0; c < 4; ++c) acc[mi][ni][c] = 0.f;
 
   for (int i = 0; i < num; ++i) {
-    WaitCopiesBut<S - 2>();  // groups 0..i complete: stage i is in shared memory
+    CpAsyncWait<S - 2>();  // groups 0..i complete: stage i is in shared memory
     // Stage i visible to all; every warp is past stage i - 1's mma (frag_s and buffer (i - 1) % S free).
     __syncthreads();
     const int ahead = i + S - 1;
@@ -255,7 +218,7 @@ __global__ void __launch_bounds__(kThreads, 2) GemmLinearKernel(const GemmArgs a
       Format::Stage(a, tile0, k_begin + ahead, raw_s + (ahead % S) * Format::kStageBytes, tid);
       stage_activations(ahead);
     }
-    CommitCopies();  // (possibly empty) group `ahead`, so the count above stays exact
+    CpAsyncCommit();  // (possibly empty) group `ahead`, so the count above stays exact
     Format::Dequantise(raw_s + (i % S) * Format::kStageBytes, frag_s, warp, lane);
     __syncthreads();  // the fragments are written
 
@@ -276,7 +239,9 @@ __global__ void __launch_bounds__(kThreads, 2) GemmLinearKernel(const GemmArgs a
 #pragma unroll
       for (int mi = 0; mi < Shape::kMT; ++mi)
 #pragma unroll
-        for (int ni = 0; ni < Shape::kNT; ++ni) MmaF16F32(acc[mi][ni], af[mi], bf[ni].x, bf[ni].y);
+        for (int ni = 0; ni < Shape::kNT; ++ni) {
+          MmaF16F32(acc[mi][ni], af[mi].x, af[mi].y, af[mi].z, af[mi].w, bf[ni].x, bf[ni].y);
+        }
     }
   }
 

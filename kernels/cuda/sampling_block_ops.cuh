@@ -35,13 +35,25 @@ __device__ __forceinline__ bool IsNan(float v) { return (__float_as_uint(v) & 0x
 __device__ __forceinline__ bool IsFinite(float v) { return (__float_as_uint(v) & 0x7f800000u) != 0x7f800000u; }
 
 // ---- reductions (result in every thread) ----
+// Each warp reduces its lanes, lane 0 publishes the warp's result, and after the barrier every warp
+// reduces the 32 published values with the same shuffles (lane w reads warp w's value) and takes
+// lane 0's result, so all threads hold bit-identical results in a fixed order. There is no serial
+// loop over the published values: with one (`for w in 1..31: if better(s[w]) take it`), SampleKernel
+// built by nvcc 13.0 for sm_90a lost the maxima of warps 25-27 on the H200 — every row whose max sat
+// at ids 800-895 mod 1024, deterministic, not a race (a delayed warp changed nothing, sanitizers
+// were clean), while the same source in a small standalone kernel was right: a code-generation
+// problem we did not pin further (tests/gpu/ops/sampling_test.cc GpuSampling.MaxTokenAtEveryId).
+
+__device__ __forceinline__ double WarpSumToLane0(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(kFullMask, v, o);
+  return __shfl_sync(kFullMask, v, 0);
+}
 
 __device__ __forceinline__ double BlockSum(double v, BlockScratch& s) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  v = WarpSumToLane0(v);
   if (LaneId() == 0) s.d[WarpId()] = v;
   __syncthreads();
-  double r = 0.0;
-  for (int w = 0; w < kWarps; ++w) r += s.d[w];
+  const double r = WarpSumToLane0(s.d[LaneId()]);
   __syncthreads();
   return r;
 }
@@ -50,8 +62,7 @@ __device__ __forceinline__ int BlockSum(int v, BlockScratch& s) {
   v = __reduce_add_sync(kFullMask, v);
   if (LaneId() == 0) s.i[WarpId()] = v;
   __syncthreads();
-  int r = 0;
-  for (int w = 0; w < kWarps; ++w) r += s.i[w];
+  const int r = __reduce_add_sync(kFullMask, s.i[LaneId()]);
   __syncthreads();
   return r;
 }
@@ -60,8 +71,7 @@ __device__ __forceinline__ int BlockMin(int v, BlockScratch& s) {
   v = __reduce_min_sync(kFullMask, v);
   if (LaneId() == 0) s.i[WarpId()] = v;
   __syncthreads();
-  int r = s.i[0];
-  for (int w = 1; w < kWarps; ++w) r = min(r, s.i[w]);
+  const int r = __reduce_min_sync(kFullMask, s.i[LaneId()]);
   __syncthreads();
   return r;
 }
@@ -70,8 +80,7 @@ __device__ __forceinline__ int BlockMaxInt(int v, BlockScratch& s) {
   v = __reduce_max_sync(kFullMask, v);
   if (LaneId() == 0) s.i[WarpId()] = v;
   __syncthreads();
-  int r = s.i[0];
-  for (int w = 1; w < kWarps; ++w) r = max(r, s.i[w]);
+  const int r = __reduce_max_sync(kFullMask, s.i[LaneId()]);
   __syncthreads();
   return r;
 }
@@ -81,7 +90,9 @@ __device__ __forceinline__ bool ArgBetter(float v, int id, float best_v, int bes
   return v > best_v || (v == best_v && id < best_id);
 }
 
-__device__ __forceinline__ void BlockArgmax(float& v, int& id, BlockScratch& s) {
+// The best (value, id) over the lanes of a warp, in every lane (a total order: the butterfly gives
+// every lane the same answer).
+__device__ __forceinline__ void WarpArgmax(float& v, int& id) {
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(kFullMask, v, o);
     const int oid = __shfl_xor_sync(kFullMask, id, o);
@@ -90,19 +101,18 @@ __device__ __forceinline__ void BlockArgmax(float& v, int& id, BlockScratch& s) 
       id = oid;
     }
   }
+}
+
+__device__ __forceinline__ void BlockArgmax(float& v, int& id, BlockScratch& s) {
+  WarpArgmax(v, id);
   if (LaneId() == 0) {
     s.f[WarpId()] = v;
     s.i[WarpId()] = id;
   }
   __syncthreads();
-  v = s.f[0];
-  id = s.i[0];
-  for (int w = 1; w < kWarps; ++w) {
-    if (ArgBetter(s.f[w], s.i[w], v, id)) {
-      v = s.f[w];
-      id = s.i[w];
-    }
-  }
+  v = s.f[LaneId()];
+  id = s.i[LaneId()];
+  WarpArgmax(v, id);
   __syncthreads();
 }
 
@@ -111,28 +121,33 @@ __device__ __forceinline__ void BlockArgmax(float& v, int& id, BlockScratch& s) 
 __device__ __forceinline__ int BlockArgmaxAnyNan(float& v, int& id, bool flag, BlockScratch& s) {
   const int any = __any_sync(kFullMask, flag);
   if (LaneId() == 0) s.j[WarpId()] = any;
-  BlockArgmax(v, id, s);  // its first barrier also publishes s.j
-  int r = 0;
-  for (int w = 0; w < kWarps; ++w) r |= s.j[w];
+  BlockArgmax(v, id, s);  // its first barrier also publishes s.j; s.j is read before its second
+  const int r = __any_sync(kFullMask, s.j[LaneId()] != 0);
   __syncthreads();
   return r;
 }
 
 // ---- scans ----
 
-// Inclusive prefix sum over the threads in thread order.
-__device__ __forceinline__ double BlockInclusiveScan(double v, BlockScratch& s) {
+// Inclusive prefix sum over the lanes of one warp.
+__device__ __forceinline__ double WarpInclusiveScan(double v) {
   const int lane = LaneId();
   for (int o = 1; o < 32; o <<= 1) {
     const double t = __shfl_up_sync(kFullMask, v, o);
     if (lane >= o) v += t;
   }
-  if (lane == 31) s.d[WarpId()] = v;
+  return v;
+}
+
+// Inclusive prefix sum over the threads in thread order.
+__device__ __forceinline__ double BlockInclusiveScan(double v, BlockScratch& s) {
+  v = WarpInclusiveScan(v);
+  if (LaneId() == 31) s.d[WarpId()] = v;
   __syncthreads();
-  double off = 0.0;
-  for (int w = 0; w < WarpId(); ++w) off += s.d[w];
+  const double warp_incl = WarpInclusiveScan(s.d[LaneId()]);  // the same in every warp
+  const double off = __shfl_sync(kFullMask, warp_incl, (WarpId() + 31) & 31);
   __syncthreads();
-  return off + v;
+  return WarpId() == 0 ? v : off + v;
 }
 
 // Exclusive prefix sum over the threads in thread order.
@@ -145,20 +160,14 @@ __device__ __forceinline__ int BlockExclusiveScan(int v, BlockScratch& s) {
   }
   if (lane == 31) s.i[WarpId()] = x;
   __syncthreads();
-  int off = 0;
-  for (int w = 0; w < WarpId(); ++w) off += s.i[w];
-  __syncthreads();
-  return off + x - v;
-}
-
-// Inclusive prefix sum over the lanes of one warp.
-__device__ __forceinline__ double WarpInclusiveScan(double v) {
-  const int lane = LaneId();
+  int w = s.i[lane];  // inclusive scan of the warp totals
   for (int o = 1; o < 32; o <<= 1) {
-    const double t = __shfl_up_sync(kFullMask, v, o);
-    if (lane >= o) v += t;
+    const int t = __shfl_up_sync(kFullMask, w, o);
+    if (lane >= o) w += t;
   }
-  return v;
+  const int off = __shfl_sync(kFullMask, w, (WarpId() + 31) & 31);
+  __syncthreads();
+  return (WarpId() == 0 ? 0 : off) + x - v;
 }
 
 // ---- keys and sorting ----

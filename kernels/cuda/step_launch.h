@@ -6,6 +6,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <utility>
+
 namespace sparkserve::kernels::cuda {
 
 __device__ __forceinline__ void WaitForPriorGrids() {
@@ -20,21 +22,32 @@ __device__ __forceinline__ void AllowNextGrid() {
 #endif
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialisation.
+// kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialisation; with
+// cluster_x > 1, blocks also form thread-block clusters of cluster_x along x (grid.x a multiple of it).
 template <typename... Params, typename... Args>
-cudaError_t LaunchStepKernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                             Args&&... args) {
-  cudaLaunchAttribute attr[1];
+cudaError_t LaunchStepKernelInClusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                                       cudaStream_t stream, unsigned cluster_x, Args&&... args) {
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
+  attr[1].id = cudaLaunchAttributeClusterDimension;
+  attr[1].val.clusterDim.x = cluster_x;
+  attr[1].val.clusterDim.y = 1;
+  attr[1].val.clusterDim.z = 1;
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   config.attrs = attr;
-  config.numAttrs = 1;
+  config.numAttrs = cluster_x > 1 ? 2 : 1;
   return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
+template <typename... Params, typename... Args>
+cudaError_t LaunchStepKernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                             Args&&... args) {
+  return LaunchStepKernelInClusters(kernel, grid, block, smem, stream, 1u, std::forward<Args>(args)...);
 }
 
 }  // namespace sparkserve::kernels::cuda

@@ -13,20 +13,6 @@
 namespace sparkserve::model::cuda {
 namespace kc = kernels::cuda;
 
-// Rows whose device result is taken. The H200 suite (tests/gpu/ops/sampling_test.cc) still finds
-// the GPU sampler dropping the row's maximum on a few rows that combine processing (repetition
-// penalty, min_p) with logprobs; until that is fixed only plain greedy rows — the bulk of the suite's
-// rows, all matching — keep the device's answer, and every other row is sampled on the host from
-// its logits (the engine's fallback path).
-namespace {
-
-bool DeviceSamplingVerified(const RowSampling& r) {
-  return r.temperature < 1e-5f && r.num_logprobs < 0 && r.repetition_penalty == 1.0f && r.frequency_penalty == 0.0f &&
-         r.presence_penalty == 0.0f && r.bias.empty() && r.banned.empty();
-}
-
-}  // namespace
-
 absl::StatusOr<StepOutput> CudaModelRunner::ForwardSampled(const StepPlan& plan, const std::vector<RowSampling>& rows) {
   int64_t R = 0;
   for (const SeqWork& w : plan.seqs) {
@@ -50,14 +36,6 @@ absl::Status CudaModelRunner::SampleOnDevice(const std::vector<RowSampling>& row
     CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     return absl::OkStatus();
   }
-  if (std::none_of(rows.begin(), rows.end(), DeviceSamplingVerified)) {  // all rows to the host
-    out->sampled.assign(static_cast<size_t>(R), SampledRow{SampledRow::kNeedsHost});
-    out->logits = core::Tensor::Empty({R, V}, core::DType::kF32);
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out->logits.data<float>(), logits_.data(), sizeof(float) * R * V,
-                                         cudaMemcpyDeviceToHost, stream_));
-    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-    return absl::OkStatus();
-  }
   // Parameters and the sparse lists, packed: ints = banned | bias ids | history ids | history counts.
   std::vector<kc::SamplingRow> params(static_cast<size_t>(R));
   std::vector<int32_t> banned, bias_ids, history_ids, history_counts;
@@ -68,10 +46,6 @@ absl::Status CudaModelRunner::SampleOnDevice(const std::vector<RowSampling>& row
       return absl::InvalidArgumentError("RowSampling: history ids and counts differ in length");
     }
     kc::SamplingRow& p = params[static_cast<size_t>(r)];
-    if (!DeviceSamplingVerified(in)) {  // sampled on the host: the kernel's cheapest pass (plain greedy)
-      p.temperature = 0.0f;
-      continue;
-    }
     p.temperature = in.temperature;
     p.top_k = in.top_k;
     p.top_p = in.top_p;
@@ -161,7 +135,6 @@ absl::Status CudaModelRunner::SampleOnDevice(const std::vector<RowSampling>& row
   for (int r = 0; r < R; ++r) {
     SampledRow& s = out->sampled[static_cast<size_t>(r)];
     s.status = static_cast<SampledRow::Status>(status[r]);
-    if (!DeviceSamplingVerified(rows[static_cast<size_t>(r)])) s.status = SampledRow::kNeedsHost;
     s.id = ids[r];
     host_rows = host_rows || s.status != SampledRow::kDone;
     const int k = rows[static_cast<size_t>(r)].num_logprobs;

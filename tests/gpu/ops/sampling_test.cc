@@ -415,6 +415,49 @@ TEST(GpuSampling, MaxTokenIsNeverLostWithLogprobs) {
   }
 }
 
+// The maximum at every id of the row (one row per id): greedy, greedy with penalties + logprobs, and
+// min_p sampling whose set is the max alone must all return that id. Before the block reductions
+// lost their serial loop (sampling_block_ops.cuh), every row with its max at ids 800-895 mod 1024
+// came back with another id on the H200.
+TEST(GpuSampling, MaxTokenAtEveryId) {
+  ASSERT_TRUE(HasCudaDevice());
+  for (int vocab : {1000, 5000}) {
+    SCOPED_TRACE(::testing::Message() << "vocab " << vocab);
+    std::mt19937 rng(static_cast<uint32_t>(vocab) + 1);
+    std::vector<RowCase> rows(static_cast<size_t>(vocab));
+    for (int r = 0; r < vocab; ++r) {
+      RowCase& c = rows[static_cast<size_t>(r)];
+      c.logits = RandomF32(vocab, rng, 3.0f);
+      c.logits[static_cast<size_t>(r)] = 25.0f;  // min_p 0.05 at T 1.5 keeps only logits >= 20.5
+      c.seed = rng();
+      SamplingParams& p = c.params;
+      p.temperature = r % 3 == 2 ? 1.5f : 0.0f;
+      if (r % 3 == 1) {
+        p.repetition_penalty = 1.3f;
+        p.presence_penalty = 0.6f;
+        c.prompt = {(r + 1) % vocab, (r + 7) % vocab};
+        c.output = {(r + 3) % vocab};
+        p.logprobs = 5;
+      }
+      if (r % 3 == 2) {
+        p.min_p = 0.05f;
+        p.logprobs = 20;
+      }
+    }
+    const GpuResult g = RunGpu(rows, vocab);
+    int lost = 0;
+    for (int r = 0; r < vocab; ++r) {
+      const size_t i = static_cast<size_t>(r);
+      if (g.status[i] != 0 || g.ids[i] != r) {
+        if (++lost <= 5) ADD_FAILURE() << "row " << r << ": status " << g.status[i] << ", id " << g.ids[i];
+      } else if (rows[i].params.logprobs > 0) {
+        EXPECT_EQ(g.top_ids[i * kMaxGpuLogprobs], r) << "row " << r;
+      }
+    }
+    EXPECT_EQ(lost, 0) << "rows whose max was not returned";
+  }
+}
+
 // Greedy ties, top_k = 1 and the sampled ids' logprobs on a hand-made row.
 TEST(GpuSampling, GreedyTakesTheLowestIdOfTheMaxAndTopKOneAgrees) {
   ASSERT_TRUE(HasCudaDevice());
