@@ -1,4 +1,5 @@
-// Gated full attention: argument checks and workspace sizing around the kernels of attention.cu.
+// Gated full attention: argument checks, workspace sizing and the choice between the split-K kernel
+// (attention.cu) and the flash prefill kernel (prefill_attention.cu).
 #include "kernels/cuda/attention.h"
 
 #include <algorithm>
@@ -25,6 +26,14 @@ absl::Status CheckPool(const char* op, const KvPoolDevice& kv) {
   }
   if (kv.head_dim < 1 || kv.head_dim > kAttnMaxHeadDim) {
     return Invalid(fmt::format("{}: head_dim {} outside [1, {}]", op, kv.head_dim, kAttnMaxHeadDim));
+  }
+  if (kv.dtype != KvDtype::kBf16 && kv.dtype != KvDtype::kFp8E4M3) {
+    return Invalid(fmt::format("{}: KV dtype {} is neither bf16 nor fp8 e4m3", op, static_cast<int>(kv.dtype)));
+  }
+  if (kv.dtype == KvDtype::kFp8E4M3 &&
+      !(kv.k_scale > 0.0f && std::isfinite(kv.k_scale) && kv.v_scale > 0.0f && std::isfinite(kv.v_scale))) {
+    return Invalid(fmt::format("{}: fp8 KV scales must be positive and finite (k_scale {}, v_scale {})", op,
+                               kv.k_scale, kv.v_scale));
   }
   return absl::OkStatus();
 }
@@ -87,7 +96,8 @@ size_t PagedAttentionWorkspaceBytes(int num_tokens, int heads, int head_dim) {
 
 absl::Status PagedAttention(const float* q, int heads, float scale, const KvPoolDevice& kv,
                             const RaggedBatchDevice& batch, const float* gate, int gate_row_stride,
-                            int gate_head_stride, __half* out, void* workspace, cudaStream_t stream) {
+                            int gate_head_stride, __half* out, void* workspace, cudaStream_t stream,
+                            AttentionPath path) {
   constexpr const char* kOp = "PagedAttention";
   if (batch.num_tokens < 0) return Invalid(fmt::format("{}: num_tokens {} < 0", kOp, batch.num_tokens));
   if (batch.num_tokens == 0) return absl::OkStatus();
@@ -107,16 +117,60 @@ absl::Status PagedAttention(const float* q, int heads, float scale, const KvPool
                                gate_head_stride, heads, hd));
   }
   if (!std::isfinite(scale)) return Invalid(fmt::format("{}: scale {} is not finite", kOp, scale));
-  if (AttentionSplits(batch.num_tokens) > 1 && workspace == nullptr) {
-    return Invalid(fmt::format("{}: a step of {} tokens needs a workspace of {} bytes", kOp, batch.num_tokens,
-                               PagedAttentionWorkspaceBytes(batch.num_tokens, heads, hd)));
-  }
   const int group = heads / kv.kv_heads;
   if (static_cast<int64_t>(kv.kv_heads) * ((group + 3) / 4) > 65535) {
     return Invalid(fmt::format("{}: too many heads ({} kv heads x group {})", kOp, kv.kv_heads, group));
   }
+  if (batch.max_seq_tokens < 1 || batch.max_seq_tokens > batch.num_tokens) {
+    return Invalid(fmt::format("{}: max_seq_tokens {} outside [1, num_tokens {}]", kOp, batch.max_seq_tokens,
+                               batch.num_tokens));
+  }
+
+  // The flash kernel takes the seqs of > kPerTokenMaxTokens tokens when it supports the shape; the
+  // split-K kernel the rest (all of a decode / verify step).
+  bool prefill = false;
+  PrefillTile tile = PrefillTile::kLarge;
+  if (path != AttentionPath::kSplitK && batch.max_seq_tokens > kPerTokenMaxTokens) {
+    const bool supported = PrefillAttentionSupports(hd, group);
+    if (path == AttentionPath::kAuto) {
+      if (supported && PrefillAttentionFits(PrefillTile::kLarge, hd, kv.dtype)) {
+        prefill = true;
+      } else if (supported && PrefillAttentionFits(PrefillTile::kSmall, hd, kv.dtype)) {
+        prefill = true;
+        tile = PrefillTile::kSmall;
+      }
+    } else {
+      if (!supported) {
+        return Invalid(fmt::format("{}: the prefill kernel takes head_dim 64/128/256 and up to 16 query heads a kv "
+                                   "head (got head_dim {}, group {})",
+                                   kOp, hd, group));
+      }
+      if (path == AttentionPath::kPrefillSmall && hd != 256) {
+        return Invalid(fmt::format("{}: the small prefill tile is built for head_dim 256 only (got {})", kOp, hd));
+      }
+      tile = path == AttentionPath::kPrefillSmall || !PrefillAttentionFits(PrefillTile::kLarge, hd, kv.dtype)
+                 ? PrefillTile::kSmall
+                 : PrefillTile::kLarge;
+      if (!PrefillAttentionFits(tile, hd, kv.dtype)) {
+        return Invalid(fmt::format("{}: this GPU cannot give the prefill kernel {} bytes of shared memory (head_dim {})",
+                                   kOp, PrefillAttentionSmemBytes(tile, hd, kv.dtype), hd));
+      }
+      prefill = true;
+    }
+  }
+  const bool split_k = !prefill || batch.num_seqs > 1;  // one seq of > 4 tokens: the flash kernel does it all
+  if (split_k && AttentionSplits(batch.num_tokens) > 1 && workspace == nullptr) {
+    return Invalid(fmt::format("{}: a step of {} tokens needs a workspace of {} bytes", kOp, batch.num_tokens,
+                               PagedAttentionWorkspaceBytes(batch.num_tokens, heads, hd)));
+  }
+  if (prefill) {
+    RETURN_IF_ERROR(CudaStatus(LaunchPrefillAttention(tile, q, heads, scale, kv, batch, gate, gate_row_stride,
+                                                      gate_head_stride, out, stream),
+                               kOp));
+  }
+  if (!split_k) return absl::OkStatus();
   return CudaStatus(LaunchPagedAttention(q, heads, scale, kv, batch, gate, gate_row_stride, gate_head_stride, out,
-                                         static_cast<float*>(workspace), stream),
+                                         static_cast<float*>(workspace), /*skip_long_seqs=*/prefill, stream),
                     kOp);
 }
 

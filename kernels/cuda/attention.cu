@@ -1,9 +1,10 @@
-// Gated full attention over the paged bf16 KV cache: split-K paged attention with a combine that
-// applies the sigmoid gate (the q/k norm + RoPE + KV write that precedes it is in qk_norm_rope.cu).
+// Gated full attention over the paged KV cache (bf16 or fp8): split-K paged attention with a
+// combine that applies the sigmoid gate (the q/k norm + RoPE + KV write that precedes it is in
+// qk_norm_rope.cu, the tensor-core prefill kernel in prefill_attention.cu).
 //
 // PagedAttention lane layout: a key is read by L lanes (L = head_dim / 8 rounded up to a power of
-// two), each holding 8 dims (one 16-byte bf16 load of K and of V); a warp so holds 32 / L "key
-// groups" that walk different keys. A block handles one kv head and up to G of its query heads, so
+// two), each holding 8 dims (one 16-byte bf16 or 8-byte fp8 load of K and of V); a warp so holds
+// 32 / L "key groups" that walk different keys. A block handles one kv head and up to G of its query heads, so
 // every K/V byte it reads serves the whole GQA group, over one split of the context:
 //   - per-token path (seqs with <= kPerTokenMaxTokens tokens this step: decode, MTP verify): one
 //     query token, all 8 warps split the keys, loading K/V straight from global memory; the warps'
@@ -13,7 +14,8 @@
 // Scores live in log2 units (q is pre-scaled by scale * log2 e) and softmax runs online per chunk
 // of 4 keys a key group. With more than one split each block writes its unnormalised state
 // (acc, m, l) to the workspace and CombineSplitsKernel merges the splits; with one split the
-// attention kernel normalises, gates and writes f16 itself.
+// attention kernel normalises, gates and writes f16 itself. FP8 pools: q is pre-multiplied by
+// k_scale and the output (or split partial) by v_scale, so the loops see the raw e4m3 values.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -22,6 +24,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/attention_kernels.h"
+#include "kernels/cuda/attention_kv.cuh"
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/step_launch.h"
 
@@ -36,13 +39,14 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 constexpr int kAttnWarps = 8;
 constexpr int kAttnThreads = kAttnWarps * 32;
-constexpr int kChunk = 4;               // keys a key group takes per online-softmax step
-constexpr int kPerTokenMaxTokens = 4;   // seqs with at most this many tokens take the per-token path
+constexpr int kChunk = 4;  // keys a key group takes per online-softmax step
 
 struct AttnParams {
   const float* q;  // [T, heads, hd]
   int heads, group, head_groups;  // group = heads / kv_heads; head_groups blocks per kv head
-  float scale_log2;               // scale * log2(e)
+  float scale_log2;               // scale * log2(e) (* k_scale for fp8)
+  float v_mul;                    // v_scale for fp8, else 1
+  bool skip_long_seqs;            // tokens of seqs with > kPerTokenMaxTokens tokens: written elsewhere
   KvPoolDevice kv;
   RaggedBatchDevice batch;
   const float* gate;
@@ -54,34 +58,19 @@ struct AttnParams {
   int num_splits;
 };
 
-__device__ __forceinline__ void Bf16x8ToF32(const uint4& u, float f[8]) {
-  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    f[2 * j] = __uint_as_float(w[j] << 16);
-    f[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
-  }
-}
-
-// Element offset of (position `pos`, kv head 0) in a K/V pool, through the seq's page-table row.
-__device__ __forceinline__ size_t KvRowOffset(const KvPoolDevice& kv, const int32_t* pages, int pos) {
-  const int page = pages[pos / kv.page_size];
-  return (static_cast<size_t>(page) * kv.page_size + pos % kv.page_size) * kv.kv_heads * kv.head_dim;
-}
-
 // One online-softmax step of a key group over kChunk keys (k/v: this lane's 8 dims of each key,
 // zero when absent; valid[c]: key c takes part). Scores are summed over the L lanes of the group
 // with xor shuffles, so every lane of the group holds them (and the same m, l). All 32 lanes of the
 // warp must call this together.
-template <int L, int G>
-__device__ __forceinline__ void OnlineSoftmaxStep(const float (&q)[G][8], const uint4 (&k)[kChunk],
-                                                  const uint4 (&v)[kChunk], const bool (&valid)[kChunk],
+template <typename Kv, int L, int G>
+__device__ __forceinline__ void OnlineSoftmaxStep(const float (&q)[G][8], const typename Kv::Vec8 (&k)[kChunk],
+                                                  const typename Kv::Vec8 (&v)[kChunk], const bool (&valid)[kChunk],
                                                   float (&m)[G], float (&l)[G], float (&acc)[G][8]) {
   float s[kChunk][G];
 #pragma unroll
   for (int c = 0; c < kChunk; ++c) {
     float kf[8];
-    Bf16x8ToF32(k[c], kf);
+    Kv::ToF32(k[c], kf);
 #pragma unroll
     for (int i = 0; i < G; ++i) {
       float d = 0.f;
@@ -116,7 +105,7 @@ __device__ __forceinline__ void OnlineSoftmaxStep(const float (&q)[G][8], const 
 #pragma unroll
   for (int c = 0; c < kChunk; ++c) {
     float vf[8];
-    Bf16x8ToF32(v[c], vf);
+    Kv::ToF32(v[c], vf);
 #pragma unroll
     for (int i = 0; i < G; ++i) {
       const float p = exp2f(s[c][i] - (m[i] == -INFINITY ? 0.f : m[i]));
@@ -159,9 +148,11 @@ __device__ __forceinline__ void StoreGated(const AttnParams& p, int t, int h, in
 }
 
 // One element of a block's result for (token t, query head h, dim d) with the softmax state (m, l):
-// the gated output when the context is not split, else this split's partial.
+// the gated output when the context is not split, else this split's partial. acc is in units of
+// the stored V (v_mul turns it into values).
 __device__ __forceinline__ void EmitElement(const AttnParams& p, int split, int t, int h, int d, float acc, float m,
                                             float l) {
+  acc *= p.v_mul;
   if (p.num_splits == 1) {
     StoreGated(p, t, h, d, acc, l);
     return;
@@ -210,7 +201,7 @@ __device__ __forceinline__ void LoadQuery(const AttnParams& p, int t, int h0, in
 
 // Per-token path: token t, all warps over this split's keys from global memory, merged in shared
 // memory (smem: m [warps][G], l [warps][G], acc [warps][G][hd]).
-template <int L, int G>
+template <typename Kv, int L, int G>
 __device__ __forceinline__ void AttendOneToken(const AttnParams& p, int t, int seq, int g, int h0, int ng,
                                                float* smem) {
   constexpr int kGroups = 32 / L;                             // key groups a warp
@@ -235,23 +226,25 @@ __device__ __forceinline__ void AttendOneToken(const AttnParams& p, int t, int s
   }
   const int32_t* pages = p.batch.page_table + static_cast<size_t>(seq) * p.batch.pages_stride;
   const size_t head_off = static_cast<size_t>(g) * hd + d0;
+  const uint8_t* pool_k = static_cast<const uint8_t*>(p.kv.k);
+  const uint8_t* pool_v = static_cast<const uint8_t*>(p.kv.v);
   for (int wb = a + warp * kWarpStep; wb < b; wb += kBlockStep) {  // warp-uniform trip count
-    uint4 k[kChunk], v[kChunk];
+    typename Kv::Vec8 k[kChunk], v[kChunk];
     bool valid[kChunk];
 #pragma unroll
     for (int c = 0; c < kChunk; ++c) {
       const int pos = wb + kg * kChunk + c;
       valid[c] = pos < b;
       if (valid[c] && dim_ok) {
-        const size_t off = KvRowOffset(p.kv, pages, pos) + head_off;
-        k[c] = LoadStreaming(p.kv.k + off);
-        v[c] = LoadStreaming(p.kv.v + off);
+        const size_t off = (KvRowOffset(p.kv, pages, pos) + head_off) * Kv::kBytes;
+        k[c] = Kv::LoadStreaming8(pool_k + off);
+        v[c] = Kv::LoadStreaming8(pool_v + off);
       } else {
-        k[c] = make_uint4(0, 0, 0, 0);
-        v[c] = make_uint4(0, 0, 0, 0);
+        k[c] = Kv::Zero();
+        v[c] = Kv::Zero();
       }
     }
-    OnlineSoftmaxStep<L, G>(q, k, v, valid, m, l, acc);
+    OnlineSoftmaxStep<Kv, L, G>(q, k, v, valid, m, l, acc);
   }
   MergeKeyGroups<L, G>(m, l, acc);
 
@@ -289,8 +282,8 @@ __device__ __forceinline__ void AttendOneToken(const AttnParams& p, int t, int s
 }
 
 // Tile path: tokens [t0, t0 + nq) of one seq (nq <= warps), warp w for token t0 + w; K/V tiles of
-// kTileKeys keys staged in shared memory (smem: K [kTileKeys][hd] then V, bf16).
-template <int L, int G>
+// kTileKeys keys staged in shared memory (smem: K [kTileKeys][hd] then V, pool elements).
+template <typename Kv, int L, int G>
 __device__ __forceinline__ void AttendTokenTile(const AttnParams& p, int t0, int nq, int seq, int g, int h0, int ng,
                                                 uint4* smem) {
   constexpr int kGroups = 32 / L;
@@ -316,39 +309,42 @@ __device__ __forceinline__ void AttendTokenTile(const AttnParams& p, int t0, int
     for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
   }
   const int32_t* pages = p.batch.page_table + static_cast<size_t>(seq) * p.batch.pages_stride;
-  const int vecs = hd / 8;  // 16-byte vectors a key row
-  __nv_bfloat16* sk = reinterpret_cast<__nv_bfloat16*>(smem);
-  __nv_bfloat16* sv = sk + kTileKeys * hd;
+  const int vecs = hd / 8;  // 8-element vectors a key row
+  const int row_bytes = hd * Kv::kBytes;
+  const uint8_t* pool_k = static_cast<const uint8_t*>(p.kv.k);
+  const uint8_t* pool_v = static_cast<const uint8_t*>(p.kv.v);
+  uint8_t* sk = reinterpret_cast<uint8_t*>(smem);
+  uint8_t* sv = sk + kTileKeys * row_bytes;
   for (int kb = a; kb < b; kb += kTileKeys) {  // block-uniform
     for (int x = threadIdx.x; x < kTileKeys * vecs; x += blockDim.x) {
       const int j = x / vecs, c = x % vecs;
-      uint4 kx = make_uint4(0, 0, 0, 0), vx = make_uint4(0, 0, 0, 0);
+      typename Kv::Vec8 kx = Kv::Zero(), vx = Kv::Zero();
       if (kb + j < b) {
-        const size_t off = KvRowOffset(p.kv, pages, kb + j) + static_cast<size_t>(g) * hd + c * 8;
-        kx = __ldg(reinterpret_cast<const uint4*>(p.kv.k + off));
-        vx = __ldg(reinterpret_cast<const uint4*>(p.kv.v + off));
+        const size_t off = (KvRowOffset(p.kv, pages, kb + j) + static_cast<size_t>(g) * hd + c * 8) * Kv::kBytes;
+        kx = Kv::LoadGlobal8(pool_k + off);
+        vx = Kv::LoadGlobal8(pool_v + off);
       }
-      *reinterpret_cast<uint4*>(sk + j * hd + c * 8) = kx;
-      *reinterpret_cast<uint4*>(sv + j * hd + c * 8) = vx;
+      Kv::StoreShared8(sk + j * row_bytes + c * 8 * Kv::kBytes, kx);
+      Kv::StoreShared8(sv + j * row_bytes + c * 8 * Kv::kBytes, vx);
     }
     __syncthreads();
     // Warp-uniform bounds: the warp stops at its own query position (causal) and at b.
     for (int wb = 0; wb < kTileKeys && kb + wb < b && kb + wb <= qpos; wb += kWarpStep) {
-      uint4 k[kChunk], v[kChunk];
+      typename Kv::Vec8 k[kChunk], v[kChunk];
       bool valid[kChunk];
 #pragma unroll
       for (int c = 0; c < kChunk; ++c) {
         const int j = wb + kg * kChunk + c;  // < kTileKeys
         valid[c] = kb + j < b && kb + j <= qpos;
         if (dim_ok) {
-          k[c] = *reinterpret_cast<const uint4*>(sk + j * hd + d0);
-          v[c] = *reinterpret_cast<const uint4*>(sv + j * hd + d0);
+          k[c] = Kv::LoadShared8(sk + j * row_bytes + d0 * Kv::kBytes);
+          v[c] = Kv::LoadShared8(sv + j * row_bytes + d0 * Kv::kBytes);
         } else {
-          k[c] = make_uint4(0, 0, 0, 0);
-          v[c] = make_uint4(0, 0, 0, 0);
+          k[c] = Kv::Zero();
+          v[c] = Kv::Zero();
         }
       }
-      OnlineSoftmaxStep<L, G>(q, k, v, valid, m, l, acc);
+      OnlineSoftmaxStep<Kv, L, G>(q, k, v, valid, m, l, acc);
     }
     __syncthreads();  // the next tile overwrites sk/sv
   }
@@ -364,9 +360,9 @@ __device__ __forceinline__ void AttendTokenTile(const AttnParams& p, int t0, int
 }
 
 // grid (T, kv_heads * head_groups, splits), kAttnThreads threads. Block x = token t: the per-token
-// path when t's seq has few tokens this step, else the tile path when t starts a tile of 8 tokens
-// of its seq (other blocks return at once).
-template <int L, int G>
+// path when t's seq has few tokens this step, else (unless skip_long_seqs) the tile path when t
+// starts a tile of 8 tokens of its seq (other blocks return at once).
+template <typename Kv, int L, int G>
 __global__ void __launch_bounds__(kAttnThreads, 2) PagedAttentionKernel(AttnParams p) {
   WaitForPriorGrids();
   AllowNextGrid();
@@ -378,9 +374,9 @@ __global__ void __launch_bounds__(kAttnThreads, 2) PagedAttentionKernel(AttnPara
   const int seq = p.batch.token_seq[t];
   const int tb = p.batch.token_begin[seq], n = p.batch.token_begin[seq + 1] - tb;
   if (n <= kPerTokenMaxTokens) {
-    AttendOneToken<L, G>(p, t, seq, g, h0, ng, reinterpret_cast<float*>(attn_smem));
-  } else if ((t - tb) % kAttnWarps == 0) {
-    AttendTokenTile<L, G>(p, t, min(kAttnWarps, tb + n - t), seq, g, h0, ng, attn_smem);
+    AttendOneToken<Kv, L, G>(p, t, seq, g, h0, ng, reinterpret_cast<float*>(attn_smem));
+  } else if (!p.skip_long_seqs && (t - tb) % kAttnWarps == 0) {
+    AttendTokenTile<Kv, L, G>(p, t, min(kAttnWarps, tb + n - t), seq, g, h0, ng, attn_smem);
   }
 }
 
@@ -395,6 +391,10 @@ __global__ void CombineSplitsKernel(AttnParams p) {
   __shared__ float warp_max[32];
   __shared__ float l_total;
   const int t = blockIdx.x, h = blockIdx.y, hd = p.kv.head_dim;
+  if (p.skip_long_seqs) {  // block-uniform
+    const int seq = p.batch.token_seq[t];
+    if (p.batch.token_begin[seq + 1] - p.batch.token_begin[seq] > kPerTokenMaxTokens) return;
+  }
   const size_t split_stride = static_cast<size_t>(p.batch.num_tokens) * p.heads;
   const size_t row = static_cast<size_t>(t) * p.heads + h;
   float mx = -INFINITY;
@@ -429,26 +429,40 @@ __global__ void CombineSplitsKernel(AttnParams p) {
   }
 }
 
-template <int L, int G>
+template <typename Kv, int L, int G>
 cudaError_t LaunchAttention(const AttnParams& p, int kv_heads, cudaStream_t stream) {
   constexpr int kTileKeys = 1024 / L;
   const int hd = p.kv.head_dim;
-  const size_t tile_bytes = 2 * static_cast<size_t>(kTileKeys) * hd * sizeof(__nv_bfloat16);
+  const size_t tile_bytes = 2 * static_cast<size_t>(kTileKeys) * hd * Kv::kBytes;
   const size_t merge_bytes = static_cast<size_t>(kAttnWarps) * G * (hd + 2) * sizeof(float);
   const size_t smem = std::max(tile_bytes, merge_bytes);  // <= 33 KiB for head_dim <= 256
   const dim3 grid(p.batch.num_tokens, kv_heads * p.head_groups, p.num_splits);
-  LaunchStepKernel(PagedAttentionKernel<L, G>, dim3(grid), dim3(kAttnThreads), smem, stream, p);
+  LaunchStepKernel(PagedAttentionKernel<Kv, L, G>, dim3(grid), dim3(kAttnThreads), smem, stream, p);
   return cudaGetLastError();
 }
 
-template <int G>
+template <typename Kv, int G>
 cudaError_t LaunchAttentionForHeadDim(const AttnParams& p, int kv_heads, cudaStream_t stream) {
   const int hd = p.kv.head_dim;
-  if (hd <= 16) return LaunchAttention<2, G>(p, kv_heads, stream);
-  if (hd <= 32) return LaunchAttention<4, G>(p, kv_heads, stream);
-  if (hd <= 64) return LaunchAttention<8, G>(p, kv_heads, stream);
-  if (hd <= 128) return LaunchAttention<16, G>(p, kv_heads, stream);
-  return LaunchAttention<32, G>(p, kv_heads, stream);
+  if (hd <= 16) return LaunchAttention<Kv, 2, G>(p, kv_heads, stream);
+  if (hd <= 32) return LaunchAttention<Kv, 4, G>(p, kv_heads, stream);
+  if (hd <= 64) return LaunchAttention<Kv, 8, G>(p, kv_heads, stream);
+  if (hd <= 128) return LaunchAttention<Kv, 16, G>(p, kv_heads, stream);
+  return LaunchAttention<Kv, 32, G>(p, kv_heads, stream);
+}
+
+template <typename Kv>
+cudaError_t LaunchAttentionForGroup(AttnParams& p, int kv_heads, cudaStream_t stream) {
+  if (p.group == 1) {
+    p.head_groups = 1;
+    return LaunchAttentionForHeadDim<Kv, 1>(p, kv_heads, stream);
+  }
+  if (p.group == 2) {
+    p.head_groups = 1;
+    return LaunchAttentionForHeadDim<Kv, 2>(p, kv_heads, stream);
+  }
+  p.head_groups = (p.group + 3) / 4;
+  return LaunchAttentionForHeadDim<Kv, 4>(p, kv_heads, stream);
 }
 
 }  // namespace
@@ -466,12 +480,16 @@ size_t AttentionPartialFloats(int splits, int num_tokens, int heads, int head_di
 
 cudaError_t LaunchPagedAttention(const float* q, int heads, float scale, const KvPoolDevice& kv,
                                  const RaggedBatchDevice& batch, const float* gate, int gate_row_stride,
-                                 int gate_head_stride, __half* out, float* workspace, cudaStream_t stream) {
+                                 int gate_head_stride, __half* out, float* workspace, bool skip_long_seqs,
+                                 cudaStream_t stream) {
+  const bool fp8 = kv.dtype == KvDtype::kFp8E4M3;
   AttnParams p;
   p.q = q;
   p.heads = heads;
   p.group = heads / kv.kv_heads;
-  p.scale_log2 = scale * kLog2e;
+  p.scale_log2 = scale * kLog2e * (fp8 ? kv.k_scale : 1.0f);
+  p.v_mul = fp8 ? kv.v_scale : 1.0f;
+  p.skip_long_seqs = skip_long_seqs;
   p.kv = kv;
   p.batch = batch;
   p.gate = gate;
@@ -485,17 +503,8 @@ cudaError_t LaunchPagedAttention(const float* q, int heads, float scale, const K
   p.ws_m = p.num_splits > 1 ? workspace + acc_floats : nullptr;
   p.ws_l = p.num_splits > 1 ? workspace + acc_floats + stat_floats : nullptr;
 
-  cudaError_t err;
-  if (p.group == 1) {
-    p.head_groups = 1;
-    err = LaunchAttentionForHeadDim<1>(p, kv.kv_heads, stream);
-  } else if (p.group == 2) {
-    p.head_groups = 1;
-    err = LaunchAttentionForHeadDim<2>(p, kv.kv_heads, stream);
-  } else {
-    p.head_groups = (p.group + 3) / 4;
-    err = LaunchAttentionForHeadDim<4>(p, kv.kv_heads, stream);
-  }
+  const cudaError_t err = fp8 ? LaunchAttentionForGroup<Fp8Kv>(p, kv.kv_heads, stream)
+                              : LaunchAttentionForGroup<Bf16Kv>(p, kv.kv_heads, stream);
   if (err != cudaSuccess || p.num_splits == 1) return err;
   const int threads = std::min(256, (kv.head_dim + 31) / 32 * 32);
   LaunchStepKernel(CombineSplitsKernel, dim3(dim3(batch.num_tokens, heads)), dim3(threads), 0, stream, p);

@@ -26,8 +26,26 @@ cudaError_t LaunchQkNormRopeKvWrite(const QkvInput& in, const float* q_norm, con
                                     int heads, int rot_dim, float rope_theta, const RaggedBatchDevice& batch,
                                     const KvPoolDevice& kv, float* q_out, cudaStream_t stream);
 
+// Seqs with at most this many tokens in a step take the split-K kernel's per-token path; longer
+// ones its tile path or the flash prefill kernel.
+inline constexpr int kPerTokenMaxTokens = 4;
+
+// The split-K kernel (and its combine). skip_long_seqs: tokens of seqs with > kPerTokenMaxTokens
+// tokens are left alone (the flash prefill kernel writes them).
 cudaError_t LaunchPagedAttention(const float* q, int heads, float scale, const KvPoolDevice& kv,
                                  const RaggedBatchDevice& batch, const float* gate, int gate_row_stride,
-                                 int gate_head_stride, __half* out, float* workspace, cudaStream_t stream);
+                                 int gate_head_stride, __half* out, float* workspace, bool skip_long_seqs,
+                                 cudaStream_t stream);
+
+// The flash prefill kernel (prefill_attention.cu) over the seqs with > kPerTokenMaxTokens tokens.
+enum class PrefillTile { kLarge, kSmall };  // 128 query rows x 64 keys a block / 64 x 32
+// Whether the flash kernel takes head_dim x group (heads / kv_heads) at all.
+bool PrefillAttentionSupports(int head_dim, int group);
+// Dynamic shared memory of a block (bytes), and whether this device can give it.
+size_t PrefillAttentionSmemBytes(PrefillTile tile, int head_dim, KvDtype dtype);
+bool PrefillAttentionFits(PrefillTile tile, int head_dim, KvDtype dtype);
+cudaError_t LaunchPrefillAttention(PrefillTile tile, const float* q, int heads, float scale, const KvPoolDevice& kv,
+                                   const RaggedBatchDevice& batch, const float* gate, int gate_row_stride,
+                                   int gate_head_stride, __half* out, cudaStream_t stream);
 
 }  // namespace sparkserve::kernels::cuda

@@ -29,6 +29,16 @@ __device__ __forceinline__ void MmaF16F32(float c[4], uint32_t a0, uint32_t a1, 
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// d = A B (no accumulator input: the compiler passes zero registers).
+__device__ __forceinline__ void MmaF16F32Fresh(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                               uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%10,%10};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.f));
+}
+
 // Pair k of an NVFP4 word as fp16x2 holding value * 2^-14 exactly (E2M1's exponent lands on fp16's
 // two low exponent bits, subnormal 0.5 included; the 2^14 goes into the scale).
 template <int K>

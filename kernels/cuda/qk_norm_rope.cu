@@ -1,11 +1,12 @@
-// QkNormRopeKvWrite: the fused q/k zero-centred RMSNorm + partial RoPE + bf16 paged KV write that
-// precedes attention (attention.h), one block per token.
+// QkNormRopeKvWrite: the fused q/k zero-centred RMSNorm + partial RoPE + paged KV write (bf16, or
+// fp8 e4m3 through the layer's k/v scales) that precedes attention (attention.h), one block per token.
 #include <cuda_bf16.h>
 
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/cuda/attention_kernels.h"
+#include "kernels/cuda/attention_kv.cuh"
 #include "kernels/cuda/step_launch.h"
 
 namespace sparkserve::kernels::cuda {
@@ -20,9 +21,10 @@ __device__ __forceinline__ float WarpSum(float x) {
   return x;
 }
 
-// One block per token. Rows of the token: [0, heads) q heads, [heads, heads + kvh) k heads,
+// One block per token, K/V stored as Kv elements. Rows of the token: [0, heads) q heads, [heads, heads + kvh) k heads,
 // [heads + kvh, heads + 2 kvh) v heads; warp w takes rows w, w + warps, ... Shared memory:
 // cos [rot_dim / 2], sin [rot_dim / 2], then one row buffer [head_dim] a warp.
+template <typename Kv>
 __global__ void __launch_bounds__(kWriteThreads)
     QkNormRopeKvWriteKernel(QkvInput in, const float* __restrict__ q_norm, const float* __restrict__ k_norm,
                             float eps, int heads, int rot_dim, float rope_theta, RaggedBatchDevice batch,
@@ -59,12 +61,12 @@ __global__ void __launch_bounds__(kWriteThreads)
 
   const int rows = heads + 2 * kv.kv_heads;
   for (int r = warp; r < rows; r += warps) {  // r is warp-uniform
-    if (r >= heads + kv.kv_heads) {  // v head: bf16 copy
+    if (r >= heads + kv.kv_heads) {  // v head: a copy in the pool's format
       if (!page_ok) continue;
       const int g = r - heads - kv.kv_heads;
       const float* src = in.v + static_cast<size_t>(t) * in.v_row_stride + static_cast<size_t>(g) * hd;
-      __nv_bfloat16* dst = kv.v + kv_row + static_cast<size_t>(g) * hd;
-      for (int i = lane; i < hd; i += 32) dst[i] = __float2bfloat16_rn(src[i]);
+      const size_t dst = kv_row + static_cast<size_t>(g) * hd;
+      for (int i = lane; i < hd; i += 32) Kv::Store(kv.v, dst + i, src[i], kv.v_scale);
       continue;
     }
     const bool is_q = r < heads;
@@ -92,7 +94,7 @@ __global__ void __launch_bounds__(kWriteThreads)
       if (is_q) {
         q_out[(static_cast<size_t>(t) * heads + r) * hd + i] = y;
       } else {
-        kv.k[kv_row + static_cast<size_t>(r - heads) * hd + i] = __float2bfloat16_rn(y);
+        Kv::Store(kv.k, kv_row + static_cast<size_t>(r - heads) * hd + i, y, kv.k_scale);
       }
     }
     __syncwarp();  // the next row overwrites the buffer
@@ -106,8 +108,9 @@ cudaError_t LaunchQkNormRopeKvWrite(const QkvInput& in, const float* q_norm, con
                                     const KvPoolDevice& kv, float* q_out, cudaStream_t stream) {
   const size_t smem = (static_cast<size_t>(rot_dim / 2) * 2 + static_cast<size_t>(kWriteThreads / 32) * kv.head_dim) *
                       sizeof(float);
-  LaunchStepKernel(QkNormRopeKvWriteKernel, dim3(batch.num_tokens), dim3(kWriteThreads), smem, stream, in, q_norm,
-                   k_norm, eps, heads, rot_dim, rope_theta, batch, kv, q_out);
+  auto kernel = kv.dtype == KvDtype::kFp8E4M3 ? QkNormRopeKvWriteKernel<Fp8Kv> : QkNormRopeKvWriteKernel<Bf16Kv>;
+  LaunchStepKernel(kernel, dim3(batch.num_tokens), dim3(kWriteThreads), smem, stream, in, q_norm, k_norm, eps, heads,
+                   rot_dim, rope_theta, batch, kv, q_out);
   return cudaGetLastError();
 }
 

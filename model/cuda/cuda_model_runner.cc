@@ -207,7 +207,8 @@ kc::RaggedBatchDevice CudaModelRunner::BatchOf(int num_seqs, int num_tokens, int
 kc::KvPoolDevice CudaModelRunner::KvPool(int32_t i) const {
   const KvState& s = kv_[static_cast<size_t>(i)];
   return {const_cast<__nv_bfloat16*>(s.k.data()), const_cast<__nv_bfloat16*>(s.v.data()), options_.num_kv_pages,
-          options_.kv_page_size, static_cast<int>(config_.num_key_value_heads), static_cast<int>(config_.head_dim)};
+          options_.kv_page_size, static_cast<int>(config_.num_key_value_heads), static_cast<int>(config_.head_dim),
+          kc::KvDtype::kBf16, 1.0f, 1.0f};
 }
 
 absl::Status CudaModelRunner::LinearThenAddNorm(const CudaLinear& linear, const __half* x, int T, const float* norm) {
