@@ -8,6 +8,7 @@
 #include "core/status.h"
 #include "fmt/format.h"
 #include "kernels/cuda/dense_linear.h"
+#include "kernels/cuda/gemm_linear.h"
 
 namespace sparkserve::model::cuda {
 namespace kc = kernels::cuda;
@@ -152,7 +153,9 @@ absl::StatusOr<CudaLinear> CudaLinear::UploadFused(std::span<const quant::Quanti
 
 size_t CudaLinear::workspace_bytes(int rows) const {
   if (kind_ == CudaLinearKind::kBf16) return 0;
-  return kc::DecodeLinearWorkspaceBytes(out_, in_, std::min(rows, kc::kMaxDecodeRows));
+  size_t bytes = kc::DecodeLinearWorkspaceBytes(out_, in_, std::min(rows, kc::kMaxDecodeRows));
+  if (rows > kc::kMaxDecodeRows) bytes = std::max(bytes, kc::GemmLinearWorkspaceBytes(out_, in_, rows));
+  return bytes;
 }
 
 absl::Status CudaLinear::Run(const __half* x, int rows, float* y, void* workspace, cudaStream_t stream,
@@ -163,21 +166,16 @@ absl::Status CudaLinear::Run(const __half* x, int rows, float* y, void* workspac
     }
     return kc::DenseLinearBf16(dense_view_ != nullptr ? dense_view_ : dense_.data(), out_, in_, x, rows, y, stream);
   }
-  for (int r = 0; r < rows; r += kc::kMaxDecodeRows) {
-    const int n = std::min(kc::kMaxDecodeRows, rows - r);
-    const __half* xr = x + static_cast<int64_t>(r) * in_;
-    float* yr = y != nullptr ? y + static_cast<int64_t>(r) * out_ : nullptr;
-    const kc::DecodeEpilogue er = epilogue.FromRow(r, out_);
-    if (kind_ == CudaLinearKind::kNvfp4) {
-      const kc::Nvfp4LinearDevice w{codes_.data(), group_scales_.data(), global_scale_, out_, in_,
-                                    row_global_scales_.size() > 0 ? row_global_scales_.data() : nullptr};
-      RETURN_IF_ERROR(kc::Nvfp4DecodeLinear(w, xr, n, yr, workspace, stream, er));
-    } else {
-      const kc::Fp8LinearDevice w{codes_.data(), channel_scales_.data(), out_, in_};
-      RETURN_IF_ERROR(kc::Fp8DecodeLinear(w, xr, n, yr, workspace, stream, er));
-    }
+  // Up to kMaxDecodeRows rows: the decode GEMV (one pass over the weights); more: the tensor-core GEMM.
+  if (kind_ == CudaLinearKind::kNvfp4) {
+    const kc::Nvfp4LinearDevice w{codes_.data(), group_scales_.data(), global_scale_, out_, in_,
+                                  row_global_scales_.size() > 0 ? row_global_scales_.data() : nullptr};
+    return rows <= kc::kMaxDecodeRows ? kc::Nvfp4DecodeLinear(w, x, rows, y, workspace, stream, epilogue)
+                                      : kc::Nvfp4GemmLinear(w, x, rows, y, workspace, stream, epilogue);
   }
-  return absl::OkStatus();
+  const kc::Fp8LinearDevice w{codes_.data(), channel_scales_.data(), out_, in_};
+  return rows <= kc::kMaxDecodeRows ? kc::Fp8DecodeLinear(w, x, rows, y, workspace, stream, epilogue)
+                                    : kc::Fp8GemmLinear(w, x, rows, y, workspace, stream, epilogue);
 }
 
 }  // namespace sparkserve::model::cuda

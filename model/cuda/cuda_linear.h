@@ -1,6 +1,7 @@
 // CudaLinear: one Linear's weight on the GPU in the form its kernels read — NVFP4 or per-channel
 // FP8 repacked for the tensor-core decode kernels, else dense bf16 — and the one call that runs
-// it over any number of rows (the decode kernels take 8 rows a pass; more rows loop over them).
+// it over any number of rows (up to 8 rows the decode GEMV, more the tensor-core GEMM of
+// kernels/cuda/gemm_linear.h, both on the same repacked weights).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -43,7 +44,8 @@ class CudaLinear {
   // A dense bf16 weight that lives elsewhere (the tied lm_head reads embed_tokens); not owned.
   static CudaLinear Bf16View(const __nv_bfloat16* weight, int out, int in, std::string name);
 
-  // y [rows, out] f32 = x [rows, in] f16 . W^T. `workspace` holds workspace_bytes(min(rows, 8)).
+  // y [rows, out] f32 = x [rows, in] f16 . W^T. `workspace` holds workspace_bytes(rows) (or of any
+  // larger row count: the size covers every call of up to that many rows).
   // NVFP4/FP8 linears (has_epilogues()) may instead hand their output to a fused epilogue
   // (SwiGLU, residual add + RMSNorm: kernels::cuda::DecodeEpilogue); y is then unused.
   absl::Status Run(const __half* x, int rows, float* y, void* workspace, cudaStream_t stream,

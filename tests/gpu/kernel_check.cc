@@ -16,6 +16,7 @@
 #include "core/half.h"
 #include "kernels/cuda/decode_linear.h"
 #include "kernels/cuda/gdn.h"
+#include "kernels/cuda/gemm_linear.h"
 #include "kernels/cuda/memory_bandwidth.h"
 #include "quant/e2m1.h"
 #include "quant/e4m3.h"
@@ -46,7 +47,7 @@ namespace {
 
 struct Summary {
   std::string name;
-  double gbps = 0, ratio = 0, us = 0;
+  double gbps = 0, ratio = 0, us = 0, tflops = 0;
 };
 std::vector<Summary> g_summary;
 int g_failures = 0;
@@ -318,6 +319,112 @@ void CheckFp8(int out, int in, std::mt19937& rng, bool time_it) {
   cudaFree(ws);
 }
 
+// The GEMM linear (gemm_linear.h) on one random weight: checked on sampled outputs (a full double
+// reference of 4096 rows would take minutes), then timed: TFLOP/s at prefill row counts, weight
+// GB/s against the copy bandwidth at batched-decode row counts (weights rotated past the L2).
+// A failed call is a reported failure, not an exit.
+void CheckGemm(bool nvfp4, int out, int in, std::mt19937& rng, const std::vector<int>& rows_list) {
+  const std::string kind = nvfp4 ? "nvfp4" : "fp8";
+  std::vector<double> dequant;
+  std::vector<uint8_t> codes, group_scales;  // decode layouts
+  std::vector<float> channel_scales;
+  float global_scale = 1.f;
+  if (nvfp4) {
+    Nvfp4Host h = MakeNvfp4(out, in, rng);
+    sk::Nvfp4DecodeLayout layout = sk::RepackNvfp4ForDecode(h.packed, h.scales, out, in);
+    codes = std::move(layout.packed);
+    group_scales = std::move(layout.scales);
+    global_scale = h.global_scale;
+    dequant = std::move(h.dequant);
+  } else {
+    Fp8Host h = MakeFp8(out, in, rng);
+    codes = sk::RepackFp8ForDecode(h.weight, out, in);
+    channel_scales = std::move(h.scales);
+    dequant = std::move(h.dequant);
+  }
+  const size_t weight_bytes = codes.size() + group_scales.size() + channel_scales.size() * sizeof(float);
+  const int copies = RotationCopies(weight_bytes);
+  std::vector<uint8_t*> d_codes(copies), d_group(copies);
+  for (int c = 0; c < copies; ++c) {
+    d_codes[c] = DeviceCopy(codes);
+    d_group[c] = nvfp4 ? DeviceCopy(group_scales) : nullptr;
+  }
+  float* d_channel = nvfp4 ? nullptr : DeviceCopy(channel_scales);
+  auto run = [&](int copy, const __half* x, int rows, float* y, void* ws, cudaStream_t st) {
+    if (nvfp4) {
+      const sk::Nvfp4LinearDevice w{d_codes[copy], d_group[copy], global_scale, out, in};
+      return sk::Nvfp4GemmLinear(w, x, rows, y, ws, st);
+    }
+    const sk::Fp8LinearDevice w{d_codes[copy], d_channel, out, in};
+    return sk::Fp8GemmLinear(w, x, rows, y, ws, st);
+  };
+  const int max_rows = *std::max_element(rows_list.begin(), rows_list.end());
+  void* ws = nullptr;
+  CHECK_CUDA(cudaMalloc(&ws, std::max<size_t>(16, sk::GemmLinearWorkspaceBytes(out, in, max_rows))));
+  std::vector<double> xe;
+  std::vector<__half> x = MakeActivations(max_rows, in, rng, &xe);
+  __half* d_x = DeviceCopy(x);
+  float* d_y = nullptr;
+  CHECK_CUDA(cudaMalloc(&d_y, sizeof(float) * max_rows * out));
+  for (int rows : rows_list) {
+    const std::string name = kind + " gemm " + std::to_string(out) + "x" + std::to_string(in) + " rows " + std::to_string(rows);
+    CHECK_CUDA(cudaMemset(d_y, 0xff, sizeof(float) * rows * out));  // NaN poison
+    const absl::Status status = run(0, d_x, rows, d_y, ws, nullptr);
+    if (!status.ok() || cudaDeviceSynchronize() != cudaSuccess) {
+      std::printf("FAIL %-44s %s %s\n", name.c_str(), std::string(status.message()).c_str(),
+                  cudaGetErrorString(cudaGetLastError()));
+      ++g_failures;
+      continue;
+    }
+    std::vector<float> y(static_cast<size_t>(rows) * out);
+    CHECK_CUDA(cudaMemcpy(y.data(), d_y, y.size() * 4, cudaMemcpyDeviceToHost));
+    bool nan = false;
+    for (float v : y) nan = nan || !std::isfinite(v);
+    // Sampled rows (block edges, ends, random) x sampled outputs.
+    std::vector<int> rs = {0, rows - 1}, os = {0, out - 1, out / 2};
+    for (int r : {31, 32, 63, 64, 127, 128}) if (r < rows) rs.push_back(r);
+    for (int i = 0; i < 6; ++i) rs.push_back(static_cast<int>(rng() % static_cast<uint32_t>(rows)));
+    for (int i = 0; i < 64; ++i) os.push_back(static_cast<int>(rng() % static_cast<uint32_t>(out)));
+    std::vector<float> got;
+    std::vector<double> want;
+    for (int r : rs) {
+      for (int o : os) {
+        got.push_back(y[static_cast<size_t>(r) * out + o]);
+        double s = 0;
+        for (int i = 0; i < in; ++i) s += dequant[static_cast<size_t>(o) * in + i] * xe[static_cast<size_t>(r) * in + i];
+        want.push_back(s);
+      }
+    }
+    bool sample_nan = false;
+    const double err = RelativeError(got, want, &sample_nan);
+    Report(name, err, nan || sample_nan, 1e-4);
+    if (static_cast<int64_t>(out) * in < (int64_t{1} << 20)) continue;  // small shapes: checked, not timed
+    const int inner = rows >= 1024 ? 5 : copies * 4;
+    bool launch_failed = false;
+    const double us = MedianMicros(
+        [&](int i, cudaStream_t st) { launch_failed |= !run(i % copies, d_x, rows, d_y, ws, st).ok(); }, inner);
+    if (launch_failed || cudaGetLastError() != cudaSuccess) {
+      std::printf("FAIL %-44s a timed launch failed\n", name.c_str());
+      ++g_failures;
+      continue;
+    }
+    const double gbps = weight_bytes / (us * 1e-6) / 1e9;
+    const double tflops = 2.0 * rows * out * in / (us * 1e-6) / 1e12;
+    const std::string tname = kind + " gemm " + std::to_string(out) + "x" + std::to_string(in) + " b" + std::to_string(rows);
+    std::printf("time %-40s %8.2f us %8.1f GB/s (%.0f%% of copy bw) %7.1f TFLOP/s (graph replay)\n", tname.c_str(), us,
+                gbps, 100.0 * gbps * 1e9 / g_copy_bw, tflops);
+    g_summary.push_back({tname, gbps, gbps * 1e9 / g_copy_bw, us, tflops});
+  }
+  for (int c = 0; c < copies; ++c) {
+    cudaFree(d_codes[c]);
+    cudaFree(d_group[c]);
+  }
+  cudaFree(d_channel);
+  cudaFree(ws);
+  cudaFree(d_x);
+  cudaFree(d_y);
+}
+
 // ---- Gated DeltaNet prefill: one 4B layer (nk 16, nv 32, dk = dv = 128), one fresh seq of T
 // tokens, the chunked kernel (TF32 tiles, and its f32-FMA variant) against the sequential one. The
 // chunked results are checked against the sequential kernel's (itself checked against the CPU in
@@ -482,6 +589,8 @@ int main(int argc, char** argv) {
   CheckNvfp4(40, 384, rng, false);  // a partial last tile
   CheckFp8(48, 192, rng, false);
   CheckFp8(24, 64, rng, false);
+  CheckGemm(true, 200, 1024, rng, {9, 100});  // K splits, a partial weight block
+  CheckGemm(false, 40, 192, rng, {33});
   if (!quick) {
     CheckNvfp4(2560, 2560, rng, true);   // attention o_proj-like (in 4096 on the 4B) / square
     CheckNvfp4(8192, 2560, rng, true);   // q_proj with gate (16 heads x 2 x 256)
@@ -492,9 +601,16 @@ int main(int argc, char** argv) {
     CheckFp8(248320 / 4, 2560, rng, true);  // a quarter of the lm_head
     CheckGdnPrefill(4096, rng);             // GDN prefill of one 4B layer: chunked vs sequential
     CheckGdnPrefill(512, rng);
+    // Batched decode (16, 64 rows: weight GB/s) and prefill (256, 4096 rows: TFLOP/s) on the GEMM.
+    CheckGemm(true, 18432, 2560, rng, {16, 64, 256, 4096});   // MLP gate + up
+    CheckGemm(false, 18432, 2560, rng, {16, 64, 256, 4096});
+    CheckGemm(true, 2560, 9216, rng, {64, 4096});             // MLP down
+    CheckGemm(false, 12288, 2560, rng, {64, 4096});           // GDN in_proj_qkvz
   }
-  std::printf("\n%-28s %10s %10s %8s\n", "kernel", "us", "GB/s", "of copy");
-  for (const auto& s : g_summary) std::printf("%-28s %10.2f %10.1f %7.0f%%\n", s.name.c_str(), s.us, s.gbps, 100 * s.ratio);
+  std::printf("\n%-28s %10s %10s %8s %8s\n", "kernel", "us", "GB/s", "of copy", "TFLOP/s");
+  for (const auto& s : g_summary) {
+    std::printf("%-28s %10.2f %10.1f %7.0f%% %8.1f\n", s.name.c_str(), s.us, s.gbps, 100 * s.ratio, s.tflops);
+  }
   std::printf("checks failed: %d\n", g_failures);
   return g_failures == 0 ? 0 : 1;
 }

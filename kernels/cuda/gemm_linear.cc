@@ -1,0 +1,89 @@
+// GEMM linear layers: argument checks and workspace sizing around the kernels of gemm_linear.cu.
+#include "kernels/cuda/gemm_linear.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/status.h"
+#include "fmt/format.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/gemm_linear_kernels.h"
+
+namespace sparkserve::kernels::cuda {
+
+size_t GemmLinearWorkspaceBytes(int out, int in, int rows) {
+  if (out < 1 || in < kGemmStageK || rows < 1) return 0;
+  // num_splits * r is not monotone in r (splits drop as blocks grow), so take the most over
+  // 1..rows. Past 64 rows the block is fixed at 128 rows and the block count only grows, so once
+  // there are enough blocks not to split, no larger r splits.
+  int64_t most = 0;
+  for (int r = 1; r <= rows; ++r) {
+    const GemmPlan p = PlanGemm(r, out, in);
+    most = std::max<int64_t>(most, static_cast<int64_t>(p.num_splits) * r);
+    if (r > 64 && !p.few_blocks) {
+      most = std::max<int64_t>(most, rows);
+      break;
+    }
+  }
+  return static_cast<size_t>(most) * static_cast<size_t>(out) * sizeof(float);
+}
+
+namespace {
+
+absl::Status CheckCall(const char* what, int out, int in, int k_multiple, const __half* x, int rows, float* y,
+                       void* workspace, const DecodeEpilogue& e) {
+  if (out < 1 || in < k_multiple || in % k_multiple != 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: needs out >= 1 and in a positive multiple of {} (got [{}, {}])", what, k_multiple, out, in));
+  }
+  if (rows < 1 || rows > 65535 * 128) {
+    return absl::InvalidArgumentError(fmt::format("{}: rows must be in 1..{} (got {})", what, 65535 * 128, rows));
+  }
+  if (x == nullptr || reinterpret_cast<uintptr_t>(x) % 16 != 0) {
+    return absl::InvalidArgumentError(fmt::format("{}: x must be a 16-byte aligned device pointer", what));
+  }
+  using K = DecodeEpilogue::Kind;
+  const bool complete = (e.kind == K::kStore && y != nullptr) ||
+                        (e.kind == K::kSwiGlu && e.x_out != nullptr && out % 2 == 0) ||
+                        (e.kind == K::kAddRmsNorm && e.x_out != nullptr && e.residual != nullptr &&
+                         e.norm_weight != nullptr && e.eps >= 0.f);
+  if (!complete) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: incomplete epilogue (kind {}) for {} outputs (kStore needs y, kSwiGlu x_out and an even out, "
+                    "kAddRmsNorm x_out, residual, norm_weight and eps >= 0)",
+                    what, static_cast<int>(e.kind), out));
+  }
+  if (workspace == nullptr && !GemmWritesDirectly(PlanGemm(rows, out, in), e)) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: [{}, {}] over {} rows needs a workspace of {} bytes", what, out, in, rows,
+                    GemmLinearWorkspaceBytes(out, in, rows)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Nvfp4GemmLinear(const Nvfp4LinearDevice& w, const __half* x, int rows, float* y, void* workspace,
+                             cudaStream_t stream, const DecodeEpilogue& epilogue) {
+  RETURN_IF_ERROR(CheckCall("nvfp4 gemm linear", w.out, w.in, kNvfp4Step, x, rows, y, workspace, epilogue));
+  if (w.packed == nullptr || w.scales == nullptr) {
+    return absl::InvalidArgumentError("nvfp4 gemm linear: missing packed codes or group scales");
+  }
+  if (w.row_global_scales == nullptr && !(w.global_scale > 0.f)) {
+    return absl::InvalidArgumentError(
+        fmt::format("nvfp4 gemm linear: global_scale must be positive (got {})", w.global_scale));
+  }
+  return CudaStatus(LaunchNvfp4Gemm(w, x, rows, y, static_cast<float*>(workspace), epilogue, stream),
+                    "nvfp4 gemm linear");
+}
+
+absl::Status Fp8GemmLinear(const Fp8LinearDevice& w, const __half* x, int rows, float* y, void* workspace,
+                           cudaStream_t stream, const DecodeEpilogue& epilogue) {
+  RETURN_IF_ERROR(CheckCall("fp8 gemm linear", w.out, w.in, kFp8Step, x, rows, y, workspace, epilogue));
+  if (w.weight == nullptr || w.scales == nullptr) {
+    return absl::InvalidArgumentError("fp8 gemm linear: missing weight or per-channel scales");
+  }
+  return CudaStatus(LaunchFp8Gemm(w, x, rows, y, static_cast<float*>(workspace), epilogue, stream), "fp8 gemm linear");
+}
+
+}  // namespace sparkserve::kernels::cuda
