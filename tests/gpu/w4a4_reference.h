@@ -1,0 +1,95 @@
+// CPU emulation of the W4A4 NVFP4 linear (kernels/cuda/w4a4_linear.h), shared by the GPU tests and
+// its CPU unit test: activations quantised by the CPU emulation the quantize eval uses
+// (model::QuantizeNvfp4Rows, checked bit for bit against compressed-tensors), multiplied with the
+// weights' exact dequantisation e2m1 * e4m3 / weight_global_scale, summed in double. Plus random
+// NVFP4 weights quantised the way compressed-tensors producers do.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "model/activation_fake_quant.h"
+#include "quant/e2m1.h"
+#include "quant/e4m3.h"
+
+namespace sparkserve::gpu_test {
+
+// One NVFP4 linear as compressed-tensors stores it; a fused linear has several global scales.
+struct Nvfp4Weight {
+  int out = 0, in = 0;
+  std::vector<uint8_t> packed;             // [out, in/2] E2M1, element 2j the low nibble of byte j
+  std::vector<uint8_t> scales;             // [out, in/16] float8_e4m3fn
+  std::vector<float> row_global_scale;     // [out] the divisor of each row's part
+};
+
+// A random [out, in] weight (normal, a few 20x outliers) quantised per part: global scale
+// 448 * 6 / amax(part), group scale e4m3(amax16 / 6 * gs), codes e2m1(w * gs / s). `parts` splits
+// `out` into equal parts with their own global scales (a fused q|k|v or gate|up).
+inline Nvfp4Weight RandomNvfp4Weight(int out, int in, std::mt19937& rng, int parts = 1) {
+  std::normal_distribution<float> normal(0.f, 0.02f);
+  std::vector<float> w(static_cast<size_t>(out) * in);
+  for (float& v : w) v = normal(rng);
+  for (int i = 0; i < 8; ++i) w[rng() % w.size()] *= 20.f;
+  Nvfp4Weight q{out, in, std::vector<uint8_t>(w.size() / 2), std::vector<uint8_t>(w.size() / 16),
+                std::vector<float>(static_cast<size_t>(out))};
+  const int part_rows = (out + parts - 1) / parts;
+  for (int p0 = 0; p0 < out; p0 += part_rows) {
+    const int p1 = std::min(out, p0 + part_rows);
+    float amax = 0;
+    for (size_t i = static_cast<size_t>(p0) * in; i < static_cast<size_t>(p1) * in; ++i) amax = std::max(amax, std::fabs(w[i]));
+    const float gs = 448.f * 6.f / amax;
+    for (int r = p0; r < p1; ++r) q.row_global_scale[static_cast<size_t>(r)] = gs;
+    for (size_t g = static_cast<size_t>(p0) * in / 16; g < static_cast<size_t>(p1) * in / 16; ++g) {
+      float gmax = 0;
+      for (int i = 0; i < 16; ++i) gmax = std::max(gmax, std::fabs(w[g * 16 + i]));
+      const uint8_t s = quant::F32ToE4M3(gmax / 6.f * gs);
+      q.scales[g] = s;
+      const float sf = quant::E4M3ToF32(s);
+      for (int i = 0; i < 16; i += 2) {
+        const float a = sf > 0 ? w[g * 16 + i] * gs / sf : 0.f, b = sf > 0 ? w[g * 16 + i + 1] * gs / sf : 0.f;
+        q.packed[(g * 16 + i) / 2] = quant::PackE2M1(quant::F32ToE2M1(a), quant::F32ToE2M1(b));
+      }
+    }
+  }
+  return q;
+}
+
+// y [rows, out] = (codes / scales from x quantised with input_gs) . dequant(W)^T, in double.
+// x_codes [rows, in/2] and x_scales [rows, in/16] as QuantizeNvfp4Rows / the GPU kernel write them.
+inline std::vector<double> EmulateW4A4FromCodes(const Nvfp4Weight& w, const std::vector<uint8_t>& x_codes,
+                                                const std::vector<uint8_t>& x_scales, int rows, float input_gs) {
+  const int in = w.in, groups = in / 16;
+  auto deq = [groups, in](const std::vector<uint8_t>& codes, const std::vector<uint8_t>& scales, int row,
+                          std::vector<double>& out) {
+    for (int k = 0; k < in; ++k) {
+      const uint8_t b = codes[(static_cast<size_t>(row) * in + k) / 2];
+      const double e = quant::E2M1ToF32(static_cast<uint8_t>(k % 2 ? b >> 4 : b & 0xf));
+      out[static_cast<size_t>(k)] = e * quant::E4M3ToF32(scales[static_cast<size_t>(row) * groups + k / 16]);
+    }
+  };
+  std::vector<std::vector<double>> wd(static_cast<size_t>(w.out), std::vector<double>(static_cast<size_t>(in)));
+  for (int o = 0; o < w.out; ++o) deq(w.packed, w.scales, o, wd[static_cast<size_t>(o)]);
+  std::vector<double> xr(static_cast<size_t>(in)), y(static_cast<size_t>(rows) * w.out);
+  for (int r = 0; r < rows; ++r) {
+    deq(x_codes, x_scales, r, xr);
+    for (int o = 0; o < w.out; ++o) {
+      double s = 0;
+      const std::vector<double>& wr = wd[static_cast<size_t>(o)];
+      for (int k = 0; k < in; ++k) s += xr[static_cast<size_t>(k)] * wr[static_cast<size_t>(k)];
+      y[static_cast<size_t>(r) * w.out + o] = s / (static_cast<double>(input_gs) * w.row_global_scale[static_cast<size_t>(o)]);
+    }
+  }
+  return y;
+}
+
+// The same from x [rows, in] f32, quantised by the CPU emulation.
+inline std::vector<double> EmulateW4A4Linear(const Nvfp4Weight& w, const std::vector<float>& x, int rows,
+                                             float input_gs) {
+  std::vector<uint8_t> codes(static_cast<size_t>(rows) * w.in / 2), scales(static_cast<size_t>(rows) * w.in / 16);
+  model::QuantizeNvfp4Rows(x.data(), rows, w.in, input_gs, codes.data(), scales.data());
+  return EmulateW4A4FromCodes(w, codes, scales, rows, input_gs);
+}
+
+}  // namespace sparkserve::gpu_test
