@@ -56,29 +56,41 @@ inline Nvfp4Weight RandomNvfp4Weight(int out, int in, std::mt19937& rng, int par
   return q;
 }
 
-// y [rows, out] = (codes / scales from x quantised with input_gs) . dequant(W)^T, in double.
-// x_codes [rows, in/2] and x_scales [rows, in/16] as QuantizeNvfp4Rows / the GPU kernel write them.
+// The output columns a check computes: every `step`-th of [0, out) and the last (big shapes are
+// checked on a sample so the double-precision reference stays fast).
+inline std::vector<int> SampledColumns(int out, int step) {
+  std::vector<int> cols;
+  for (int o = 0; o < out; o += step) cols.push_back(o);
+  if (cols.back() != out - 1) cols.push_back(out - 1);
+  return cols;
+}
+
+// y [rows, cols.size()]: column c is output cols[c] of (x quantised: codes / scales with input_gs)
+// . dequant(W)^T, in double. x_codes [rows, in/2], x_scales [rows, in/16] as QuantizeNvfp4Rows and
+// the GPU kernel write them.
 inline std::vector<double> EmulateW4A4FromCodes(const Nvfp4Weight& w, const std::vector<uint8_t>& x_codes,
-                                                const std::vector<uint8_t>& x_scales, int rows, float input_gs) {
+                                                const std::vector<uint8_t>& x_scales, int rows, float input_gs,
+                                                const std::vector<int>& cols) {
   const int in = w.in, groups = in / 16;
-  auto deq = [groups, in](const std::vector<uint8_t>& codes, const std::vector<uint8_t>& scales, int row,
-                          std::vector<double>& out) {
+  auto deq = [groups, in](const std::vector<uint8_t>& codes, const std::vector<uint8_t>& scales, int row, double* out) {
     for (int k = 0; k < in; ++k) {
       const uint8_t b = codes[(static_cast<size_t>(row) * in + k) / 2];
       const double e = quant::E2M1ToF32(static_cast<uint8_t>(k % 2 ? b >> 4 : b & 0xf));
-      out[static_cast<size_t>(k)] = e * quant::E4M3ToF32(scales[static_cast<size_t>(row) * groups + k / 16]);
+      out[k] = e * quant::E4M3ToF32(scales[static_cast<size_t>(row) * groups + k / 16]);
     }
   };
-  std::vector<std::vector<double>> wd(static_cast<size_t>(w.out), std::vector<double>(static_cast<size_t>(in)));
-  for (int o = 0; o < w.out; ++o) deq(w.packed, w.scales, o, wd[static_cast<size_t>(o)]);
-  std::vector<double> xr(static_cast<size_t>(in)), y(static_cast<size_t>(rows) * w.out);
-  for (int r = 0; r < rows; ++r) {
-    deq(x_codes, x_scales, r, xr);
-    for (int o = 0; o < w.out; ++o) {
+  std::vector<double> xd(static_cast<size_t>(rows) * in), wr(static_cast<size_t>(in));
+  for (int r = 0; r < rows; ++r) deq(x_codes, x_scales, r, xd.data() + static_cast<size_t>(r) * in);
+  std::vector<double> y(static_cast<size_t>(rows) * cols.size());
+  for (size_t c = 0; c < cols.size(); ++c) {
+    const int o = cols[c];
+    deq(w.packed, w.scales, o, wr.data());
+    const double divisor = static_cast<double>(input_gs) * w.row_global_scale[static_cast<size_t>(o)];
+    for (int r = 0; r < rows; ++r) {
+      const double* xr = xd.data() + static_cast<size_t>(r) * in;
       double s = 0;
-      const std::vector<double>& wr = wd[static_cast<size_t>(o)];
-      for (int k = 0; k < in; ++k) s += xr[static_cast<size_t>(k)] * wr[static_cast<size_t>(k)];
-      y[static_cast<size_t>(r) * w.out + o] = s / (static_cast<double>(input_gs) * w.row_global_scale[static_cast<size_t>(o)]);
+      for (int k = 0; k < in; ++k) s += xr[k] * wr[static_cast<size_t>(k)];
+      y[static_cast<size_t>(r) * cols.size() + c] = s / divisor;
     }
   }
   return y;
@@ -86,10 +98,19 @@ inline std::vector<double> EmulateW4A4FromCodes(const Nvfp4Weight& w, const std:
 
 // The same from x [rows, in] f32, quantised by the CPU emulation.
 inline std::vector<double> EmulateW4A4Linear(const Nvfp4Weight& w, const std::vector<float>& x, int rows,
-                                             float input_gs) {
+                                             float input_gs, const std::vector<int>& cols) {
   std::vector<uint8_t> codes(static_cast<size_t>(rows) * w.in / 2), scales(static_cast<size_t>(rows) * w.in / 16);
   model::QuantizeNvfp4Rows(x.data(), rows, w.in, input_gs, codes.data(), scales.data());
-  return EmulateW4A4FromCodes(w, codes, scales, rows, input_gs);
+  return EmulateW4A4FromCodes(w, codes, scales, rows, input_gs, cols);
+}
+
+// got [rows, out] restricted to `cols` (the layout the emulation returns).
+inline std::vector<float> Columns(const std::vector<float>& got, int rows, int out, const std::vector<int>& cols) {
+  std::vector<float> r(static_cast<size_t>(rows) * cols.size());
+  for (int i = 0; i < rows; ++i) {
+    for (size_t c = 0; c < cols.size(); ++c) r[static_cast<size_t>(i) * cols.size() + c] = got[static_cast<size_t>(i) * out + cols[c]];
+  }
+  return r;
 }
 
 }  // namespace sparkserve::gpu_test
