@@ -47,10 +47,13 @@ Nvfp4W4A4Layout RepackNvfp4ForW4A4(std::span<const uint8_t> packed, std::span<co
 }
 
 bool W4A4LinearSupportedOnCurrentDevice() {
-  int dev = 0, major = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
-  return major == 12;  // sm_120 / sm_121: the targets with the block-scaled FP4 mma.sync
+  static const bool supported = [] {  // looked up once per process (a process drives one GPU)
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+    return major == 12;  // sm_120 / sm_121: the targets with the block-scaled FP4 mma.sync
+  }();
+  return supported;
 }
 
 namespace {

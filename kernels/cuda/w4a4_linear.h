@@ -54,7 +54,7 @@ struct Nvfp4W4A4Layout {
 // weight_scale [out, in/16]. Requires in % 64 == 0 and the spans' sizes to match.
 Nvfp4W4A4Layout RepackNvfp4ForW4A4(std::span<const uint8_t> packed, std::span<const uint8_t> scales, int out, int in);
 
-// Whether the current device runs the kernel (compute capability 12.x: sm_120 / sm_121).
+// Whether the device runs the kernel (compute capability 12.x: sm_120 / sm_121), looked up once.
 bool W4A4LinearSupportedOnCurrentDevice();
 
 // Scratch for up to `rows` rows (chunks of kW4a4ChunkRows): the quantised activations and the fp32
