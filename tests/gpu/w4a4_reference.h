@@ -2,7 +2,7 @@
 // its CPU unit test: activations quantised by the CPU emulation the quantize eval uses
 // (model::QuantizeNvfp4Rows, checked bit for bit against compressed-tensors), multiplied with the
 // weights' exact dequantisation e2m1 * e4m3 / weight_global_scale, summed in double. Plus random
-// NVFP4 weights quantised the way compressed-tensors producers do.
+// NVFP4 weights.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -24,34 +24,24 @@ struct Nvfp4Weight {
   std::vector<float> row_global_scale;     // [out] the divisor of each row's part
 };
 
-// A random [out, in] weight (normal, a few 20x outliers) quantised per part: global scale
-// 448 * 6 / amax(part), group scale e4m3(amax16 / 6 * gs), codes e2m1(w * gs / s). `parts` splits
-// `out` into equal parts with their own global scales (a fused q|k|v or gate|up).
+// A random [out, in] NVFP4 weight: uniform E2M1 codes, group scales spread over e4m3's range up to
+// 448 (every 64th group zero, as a zero weight block quantises), and per part a global scale
+// 448 * 6 / amax with amax drawn from [0.05, 5]. `parts` splits `out` into equal parts with their own
+// global scales (a fused q|k|v or gate|up). Cheap to draw: one random word per 8 codes.
 inline Nvfp4Weight RandomNvfp4Weight(int out, int in, std::mt19937& rng, int parts = 1) {
-  std::normal_distribution<float> normal(0.f, 0.02f);
-  std::vector<float> w(static_cast<size_t>(out) * in);
-  for (float& v : w) v = normal(rng);
-  for (int i = 0; i < 8; ++i) w[rng() % w.size()] *= 20.f;
-  Nvfp4Weight q{out, in, std::vector<uint8_t>(w.size() / 2), std::vector<uint8_t>(w.size() / 16),
-                std::vector<float>(static_cast<size_t>(out))};
+  Nvfp4Weight q{out, in, std::vector<uint8_t>(static_cast<size_t>(out) * in / 2),
+                std::vector<uint8_t>(static_cast<size_t>(out) * in / 16), std::vector<float>(static_cast<size_t>(out))};
+  for (size_t i = 0; i < q.packed.size(); i += 4) {
+    const uint32_t word = static_cast<uint32_t>(rng());
+    for (size_t b = 0; b < 4 && i + b < q.packed.size(); ++b) q.packed[i + b] = static_cast<uint8_t>(word >> (8 * b));
+  }
+  std::uniform_int_distribution<int> scale_code(0x08, 0x7e);  // smallest normal .. 448
+  for (size_t g = 0; g < q.scales.size(); ++g) q.scales[g] = g % 64 == 5 ? 0 : static_cast<uint8_t>(scale_code(rng));
+  std::uniform_real_distribution<float> amax(0.05f, 5.f);
   const int part_rows = (out + parts - 1) / parts;
   for (int p0 = 0; p0 < out; p0 += part_rows) {
-    const int p1 = std::min(out, p0 + part_rows);
-    float amax = 0;
-    for (size_t i = static_cast<size_t>(p0) * in; i < static_cast<size_t>(p1) * in; ++i) amax = std::max(amax, std::fabs(w[i]));
-    const float gs = 448.f * 6.f / amax;
-    for (int r = p0; r < p1; ++r) q.row_global_scale[static_cast<size_t>(r)] = gs;
-    for (size_t g = static_cast<size_t>(p0) * in / 16; g < static_cast<size_t>(p1) * in / 16; ++g) {
-      float gmax = 0;
-      for (int i = 0; i < 16; ++i) gmax = std::max(gmax, std::fabs(w[g * 16 + i]));
-      const uint8_t s = quant::F32ToE4M3(gmax / 6.f * gs);
-      q.scales[g] = s;
-      const float sf = quant::E4M3ToF32(s);
-      for (int i = 0; i < 16; i += 2) {
-        const float a = sf > 0 ? w[g * 16 + i] * gs / sf : 0.f, b = sf > 0 ? w[g * 16 + i + 1] * gs / sf : 0.f;
-        q.packed[(g * 16 + i) / 2] = quant::PackE2M1(quant::F32ToE2M1(a), quant::F32ToE2M1(b));
-      }
-    }
+    const float gs = 448.f * 6.f / amax(rng);
+    for (int r = p0; r < std::min(out, p0 + part_rows); ++r) q.row_global_scale[static_cast<size_t>(r)] = gs;
   }
   return q;
 }
