@@ -11,19 +11,42 @@
 
 namespace sparkserve::model {
 
+namespace {
+
+constexpr int64_t kGroup = 16;
+
+// One 16-element group: its scale code and element codes (see activation_fake_quant.h).
+uint8_t QuantizeGroup(const float* x, float gs, uint8_t codes[kGroup]) {
+  float amax = 0;
+  for (int64_t i = 0; i < kGroup; ++i) amax = std::max(amax, std::fabs(x[i]));
+  uint8_t scale = quant::F32ToE4M3(std::clamp(gs * (amax / quant::kE2M1Max), -quant::kE4M3Max, quant::kE4M3Max));
+  float s = quant::E4M3ToF32(scale);
+  if (s == 0.0f) {
+    s = 0.125f;
+    scale = quant::F32ToE4M3(s);
+  }
+  const float e = s / gs;
+  for (int64_t i = 0; i < kGroup; ++i) {
+    codes[i] = quant::F32ToE2M1(std::clamp(x[i] / e, -quant::kE2M1Max, quant::kE2M1Max));
+  }
+  return scale;
+}
+
+}  // namespace
+
 void FakeQuantizeNvfp4Rows(const float* x, int64_t rows, int64_t in, float gs, float* out) {
-  constexpr int64_t G = 16;
-  for (int64_t g = 0; g < rows * in; g += G) {
-    float amax = 0;
-    for (int64_t i = 0; i < G; ++i) amax = std::max(amax, std::fabs(x[g + i]));
-    float s = quant::E4M3ToF32(quant::F32ToE4M3(std::clamp(gs * (amax / quant::kE2M1Max), -quant::kE4M3Max,
-                                                             quant::kE4M3Max)));
-    if (s == 0.0f) s = 0.125f;
-    const float e = s / gs;
-    for (int64_t i = 0; i < G; ++i) {
-      const float q = std::clamp(x[g + i] / e, -quant::kE2M1Max, quant::kE2M1Max);
-      out[g + i] = quant::E2M1ToF32(quant::F32ToE2M1(q)) * e;
-    }
+  uint8_t codes[kGroup];
+  for (int64_t g = 0; g < rows * in; g += kGroup) {
+    const float e = quant::E4M3ToF32(QuantizeGroup(x + g, gs, codes)) / gs;
+    for (int64_t i = 0; i < kGroup; ++i) out[g + i] = quant::E2M1ToF32(codes[i]) * e;
+  }
+}
+
+void QuantizeNvfp4Rows(const float* x, int64_t rows, int64_t in, float gs, uint8_t* codes, uint8_t* scales) {
+  uint8_t c[kGroup];
+  for (int64_t g = 0; g < rows * in; g += kGroup) {
+    scales[g / kGroup] = QuantizeGroup(x + g, gs, c);
+    for (int64_t i = 0; i < kGroup; i += 2) codes[(g + i) / 2] = quant::PackE2M1(c[i], c[i + 1]);
   }
 }
 

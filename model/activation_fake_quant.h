@@ -19,8 +19,13 @@ namespace sparkserve::model {
 
 // NVFP4 QDQ of x [rows, in] (in a multiple of 16) with global scale `gs` (the stored divisor):
 // per group s = fp8(clamp(gs * amax16 / 6, +-448)) (0 -> 0.125, the library's fp8 eps),
-// e = s / gs, out = e2m1(clamp(x / e, +-6)) * e. `out` may alias `x`.
+// e = s / gs, out = e2m1(clamp(x / e, +-6)) * e. `out` may alias `x`. NaN inputs do not enter amax
+// and quantise to +0; +-inf saturate (amax inf -> s = 448, the element -> +-6).
 void FakeQuantizeNvfp4Rows(const float* x, int64_t rows, int64_t in, float gs, float* out);
+// The same quantisation keeping what a W4A4 kernel consumes: codes [rows, in/2] (E2M1, element 2j
+// the low nibble of byte j) and scales [rows, in/16] (float8_e4m3fn s, the 0 -> 0.125 substitution
+// included), so that FakeQuantizeNvfp4Rows(x) == e2m1(code) * (s / gs) bit for bit.
+void QuantizeNvfp4Rows(const float* x, int64_t rows, int64_t in, float gs, uint8_t* codes, uint8_t* scales);
 // FP8 KV QDQ in place: x = fp8(x / scale) * scale (saturating at +-448).
 void FakeQuantizeFp8(float* x, int64_t count, float scale);
 

@@ -2,6 +2,7 @@
 #include "model/cuda/cuda_linear.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "core/half.h"
@@ -9,6 +10,7 @@
 #include "fmt/format.h"
 #include "kernels/cuda/dense_linear.h"
 #include "kernels/cuda/gemm_linear.h"
+#include "kernels/cuda/w4a4_linear.h"
 
 namespace sparkserve::model::cuda {
 namespace kc = kernels::cuda;
@@ -84,13 +86,34 @@ bool CudaLinear::CanFuse(std::span<const quant::QuantizedLinear* const> parts) {
   return true;
 }
 
-absl::StatusOr<CudaLinear> CudaLinear::Upload(const quant::QuantizedLinear& m) {
+absl::StatusOr<CudaLinear> CudaLinear::Upload(const quant::QuantizedLinear& m, const CudaLinearOptions& options) {
   const quant::QuantizedLinear* parts[] = {&m};
-  return UploadFused(parts, m.name);
+  return UploadFused(parts, m.name, options);
+}
+
+absl::Status CudaLinear::UploadW4A4(std::span<const quant::QuantizedLinear* const> parts, std::span<const uint8_t> codes,
+                                    std::span<const uint8_t> scales) {
+  if (!kc::W4A4LinearSupportedOnCurrentDevice() || in_ % kc::kW4a4MinIn != 0) return absl::OkStatus();
+  float gs = 0.f;
+  for (const quant::QuantizedLinear* m : parts) {  // one quantisation of the shared input serves every part
+    if (!m->input_global_scale.defined()) return absl::OkStatus();
+    ASSIGN_OR_RETURN(core::Tensor t, core::ToF32(m->input_global_scale));
+    const float v = t.data<float>()[0];
+    if (!(v > 0.f) || !std::isfinite(v)) {
+      return absl::InvalidArgumentError(fmt::format("{}: input_global_scale is {}", m->name, v));
+    }
+    if (gs != 0.f && v != gs) return absl::OkStatus();
+    gs = v;
+  }
+  const kc::Nvfp4W4A4Layout layout = kc::RepackNvfp4ForW4A4(codes, scales, out_, in_);
+  ASSIGN_OR_RETURN(w4a4_codes_, UploadBytes(layout.codes));
+  ASSIGN_OR_RETURN(w4a4_scales_, UploadBytes(layout.scales));
+  input_global_scale_ = gs;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<CudaLinear> CudaLinear::UploadFused(std::span<const quant::QuantizedLinear* const> parts,
-                                                   std::string name) {
+                                                   std::string name, const CudaLinearOptions& options) {
   for (const quant::QuantizedLinear* m : parts) {
     if (m->bias.defined()) {
       return absl::UnimplementedError(fmt::format("{}: linear bias is not supported by the CUDA backend", m->name));
@@ -124,6 +147,7 @@ absl::StatusOr<CudaLinear> CudaLinear::UploadFused(std::span<const quant::Quanti
     if (parts.size() > 1) {
       ASSIGN_OR_RETURN(l.row_global_scales_, DeviceBuffer<float>::FromHost(divisors));
     }
+    if (options.w4a4_prefill) RETURN_IF_ERROR(l.UploadW4A4(parts, codes, scales));
     return l;
   }
   if (l.kind_ == CudaLinearKind::kFp8) {
@@ -155,6 +179,7 @@ size_t CudaLinear::workspace_bytes(int rows) const {
   if (kind_ == CudaLinearKind::kBf16) return 0;
   size_t bytes = kc::DecodeLinearWorkspaceBytes(out_, in_, std::min(rows, kc::kMaxDecodeRows));
   if (rows > kc::kMaxDecodeRows) bytes = std::max(bytes, kc::GemmLinearWorkspaceBytes(out_, in_, rows));
+  if (has_w4a4() && rows > kc::kMaxDecodeRows) bytes = std::max(bytes, kc::W4A4LinearWorkspaceBytes(out_, in_, rows));
   return bytes;
 }
 
@@ -165,6 +190,11 @@ absl::Status CudaLinear::Run(const __half* x, int rows, float* y, void* workspac
       return absl::InvalidArgumentError(fmt::format("{}: a bf16 linear has no fused epilogues", name_));
     }
     return kc::DenseLinearBf16(dense_view_ != nullptr ? dense_view_ : dense_.data(), out_, in_, x, rows, y, stream);
+  }
+  if (has_w4a4() && rows > kc::kMaxDecodeRows) {  // opt-in Blackwell W4A4 prefill
+    const kc::Nvfp4W4A4LinearDevice w{w4a4_codes_.data(), w4a4_scales_.data(), global_scale_, input_global_scale_, out_, in_,
+                                      row_global_scales_.size() > 0 ? row_global_scales_.data() : nullptr};
+    return kc::Nvfp4W4A4Linear(w, x, rows, y, workspace, stream, epilogue);
   }
   // Up to kMaxDecodeRows rows: the decode GEMV (one pass over the weights); more: the tensor-core GEMM.
   if (kind_ == CudaLinearKind::kNvfp4) {

@@ -2,6 +2,8 @@
 // FP8 repacked for the tensor-core decode kernels, else dense bf16 — and the one call that runs
 // it over any number of rows (up to 8 rows the decode GEMV, more the tensor-core GEMM of
 // kernels/cuda/gemm_linear.h, both on the same repacked weights).
+// Opt-in (CudaLinearOptions::w4a4_prefill): NVFP4 W4A4 checkpoints run their prefill rows through
+// the Blackwell block-scaled FP4 GEMM (kernels/cuda/w4a4_linear.h), UNTESTED ON HARDWARE.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -24,6 +26,17 @@ using DeviceBuffer = kernels::cuda::DeviceBuffer<T>;
 
 enum class CudaLinearKind : uint8_t { kNvfp4, kFp8, kBf16 };
 
+struct CudaLinearOptions {
+  // On an sm_120 / sm_121 GPU, an NVFP4 linear whose parts all carry the same input_global_scale
+  // (in % 128 == 0) also uploads the W4A4 layout and runs calls of more than kMaxDecodeRows rows
+  // through kernels::cuda::Nvfp4W4A4Linear: activations quantised to NVFP4 with the calibrated
+  // scale (what the checkpoint's W4A4 recipe means), block-scaled FP4 tensor cores. UNTESTED ON
+  // HARDWARE until gpu_blackwell_test runs on one. Memory: a second copy of the weight,
+  // ceil(out / 16) * 16 * in * 9 / 16 bytes (w4a4_bytes()), beside the decode layout. Ignored
+  // elsewhere (other devices, FP8 / dense linears, modules without input_global_scale).
+  bool w4a4_prefill = false;
+};
+
 class CudaLinear {
  public:
   CudaLinear() = default;
@@ -33,10 +46,11 @@ class CudaLinear {
   // Uploads a checkpoint module. NVFP4 (in % 128 == 0) and FP8 per-tensor/per-channel (in % 64 == 0)
   // keep their format; anything else (dense, FP8 block scales, shapes the kernels do not take) is
   // dequantised by the reference (QuantizedLinear::DequantizeToF32) and kept as bf16.
-  static absl::StatusOr<CudaLinear> Upload(const quant::QuantizedLinear& module);
+  static absl::StatusOr<CudaLinear> Upload(const quant::QuantizedLinear& module, const CudaLinearOptions& options = {});
   // Several modules reading the same input, stacked along `out` in the given order (q|k|v,
   // gate|up, ...): one pass over the input for all. Needs CanFuse(parts).
-  static absl::StatusOr<CudaLinear> UploadFused(std::span<const quant::QuantizedLinear* const> parts, std::string name);
+  static absl::StatusOr<CudaLinear> UploadFused(std::span<const quant::QuantizedLinear* const> parts, std::string name,
+                                                const CudaLinearOptions& options = {});
   // Whether the parts share `in` and the form Upload would give each (NVFP4 / FP8 / bf16).
   static bool CanFuse(std::span<const quant::QuantizedLinear* const> parts);
   // A dense f32 [out, in] weight kept as bf16.
@@ -59,6 +73,9 @@ class CudaLinear {
   const std::string& name() const { return name_; }
   // Bytes one pass over the weight reads (codes + scales), what a decode step pays for it.
   int64_t weight_bytes() const { return weight_bytes_; }
+  // Whether rows > kMaxDecodeRows run the W4A4 GEMM, and the device bytes its layout adds.
+  bool has_w4a4() const { return w4a4_codes_.size() > 0; }
+  int64_t w4a4_bytes() const { return static_cast<int64_t>(w4a4_codes_.bytes() + w4a4_scales_.bytes()); }
 
  private:
   std::string name_;
@@ -72,6 +89,12 @@ class CudaLinear {
   DeviceBuffer<float> row_global_scales_;  // nvfp4 fused: [out] per-row divisors
   DeviceBuffer<__nv_bfloat16> dense_;   // bf16 [out, in] (owned)
   const __nv_bfloat16* dense_view_ = nullptr;
+  // W4A4 prefill (CudaLinearOptions::w4a4_prefill): kernels::cuda::RepackNvfp4ForW4A4 layout.
+  DeviceBuffer<uint8_t> w4a4_codes_, w4a4_scales_;
+  float input_global_scale_ = 0.f;  // divisor of the activations, shared by every part
+
+  absl::Status UploadW4A4(std::span<const quant::QuantizedLinear* const> parts, std::span<const uint8_t> codes,
+                          std::span<const uint8_t> scales);
 };
 
 }  // namespace sparkserve::model::cuda

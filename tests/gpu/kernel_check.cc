@@ -18,6 +18,8 @@
 #include "kernels/cuda/gdn.h"
 #include "kernels/cuda/gemm_linear.h"
 #include "kernels/cuda/memory_bandwidth.h"
+#include "kernels/cuda/nvfp4_activation_quant.h"
+#include "kernels/cuda/w4a4_linear.h"
 #include "quant/e2m1.h"
 #include "quant/e4m3.h"
 
@@ -562,6 +564,71 @@ void CheckGdnPrefill(int T, std::mt19937& rng) {
   cudaFree(d_meta);
 }
 
+// Reports a failed status of the W4A4 path as a check failure (not an exit): true when ok.
+bool ReportStatus(const std::string& what, const absl::Status& s) {
+  if (s.ok()) return true;
+  ++g_failures;
+  std::printf("FAIL %-44s %s\n", what.c_str(), std::string(s.message()).c_str());
+  return false;
+}
+
+// The W4A4 activation quantisation (any GPU): x [rows, in] f16 -> codes + scales, timed on copies
+// of x rotated past the L2. Bandwidth counts 2 bytes read and 9/16 written per element.
+void TimeActivationQuant(int rows, int in, std::mt19937& rng) {
+  std::vector<double> unused;
+  const std::vector<__half> x = MakeActivations(rows, in, rng, &unused);
+  const size_t bytes = x.size() * 2 + sk::Nvfp4ActivationBytes(rows, in);
+  const int copies = RotationCopies(x.size() * 2);
+  std::vector<__half*> xs(copies);
+  for (auto& p : xs) p = DeviceCopy(x);
+  uint8_t* out = nullptr;
+  CHECK_CUDA(cudaMalloc(&out, sk::Nvfp4ActivationBytes(rows, in)));
+  const sk::Nvfp4Activations act{out, out + static_cast<size_t>(rows) * in / 2};
+  const std::string name = "act quant " + std::to_string(rows) + "x" + std::to_string(in);
+  if (ReportStatus(name, sk::QuantizeActivationsNvfp4(xs[0], rows, in, 448.f, act, nullptr))) {
+    const double us = MedianMicros(
+        [&](int i, cudaStream_t st) { (void)sk::QuantizeActivationsNvfp4(xs[i % copies], rows, in, 448.f, act, st); },
+        copies * 4);
+    CHECK_CUDA(cudaGetLastError());
+    const double gbps = bytes / (us * 1e-6) / 1e9;
+    std::printf("time %-40s %8.2f us %8.1f GB/s (%.0f%% of copy bw, graph replay)\n", name.c_str(), us, gbps,
+                100.0 * gbps * 1e9 / g_copy_bw);
+    g_summary.push_back({name, gbps, gbps * 1e9 / g_copy_bw, us});
+  }
+  for (auto* p : xs) cudaFree(p);
+  cudaFree(out);
+}
+
+// The W4A4 GEMM (sm_120 / sm_121 only; its correctness is gpu_blackwell_test's): quantisation +
+// GEMM + store for `rows` tokens, reported as TFLOP/s (2 * rows * out * in) in the GB/s column.
+void TimeW4A4(int rows, int out, int in, std::mt19937& rng) {
+  Nvfp4Host h = MakeNvfp4(out, in, rng);
+  const sk::Nvfp4W4A4Layout layout = sk::RepackNvfp4ForW4A4(h.packed, h.scales, out, in);
+  uint8_t* codes = DeviceCopy(layout.codes);
+  uint8_t* scales = DeviceCopy(layout.scales);
+  std::vector<double> unused;
+  __half* x = DeviceCopy(MakeActivations(rows, in, rng, &unused));
+  float* y = nullptr;
+  void* ws = nullptr;
+  CHECK_CUDA(cudaMalloc(&y, sizeof(float) * rows * out));
+  CHECK_CUDA(cudaMalloc(&ws, sk::W4A4LinearWorkspaceBytes(out, in, rows)));
+  const sk::Nvfp4W4A4LinearDevice w{codes, scales, h.global_scale, 448.f * 6.f / 4.f, out, in, nullptr};
+  const std::string name = "w4a4 " + std::to_string(rows) + "x" + std::to_string(out) + "x" + std::to_string(in);
+  if (ReportStatus(name, sk::Nvfp4W4A4Linear(w, x, rows, y, ws, nullptr))) {
+    const double us =
+        MedianMicros([&](int, cudaStream_t st) { (void)sk::Nvfp4W4A4Linear(w, x, rows, y, ws, st); }, 4);
+    CHECK_CUDA(cudaGetLastError());
+    const double tflops = 2.0 * rows * out * in / (us * 1e-6) / 1e12;
+    std::printf("time %-40s %8.2f us %8.1f TFLOP/s (quantise + GEMM + store, graph replay)\n", name.c_str(), us, tflops);
+    g_summary.push_back({name, 0, 0, us, tflops});
+  }
+  cudaFree(codes);
+  cudaFree(scales);
+  cudaFree(x);
+  cudaFree(y);
+  cudaFree(ws);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -606,6 +673,14 @@ int main(int argc, char** argv) {
     CheckGemm(false, 18432, 2560, rng, {16, 64, 256, 4096});
     CheckGemm(true, 2560, 9216, rng, {64, 4096});             // MLP down
     CheckGemm(false, 12288, 2560, rng, {64, 4096});           // GDN in_proj_qkvz
+    TimeActivationQuant(4096, 2560, rng);    // W4A4 prefill inputs: hidden
+    TimeActivationQuant(4096, 9216, rng);    // MLP down's input
+    if (sk::W4A4LinearSupportedOnCurrentDevice()) {  // UNTESTED kernel: timings only where it exists
+      TimeW4A4(4096, 18432, 2560, rng);  // MLP gate + up
+      TimeW4A4(4096, 2560, 9216, rng);   // MLP down
+      TimeW4A4(4096, 8192, 2560, rng);   // q_proj with gate
+      TimeW4A4(512, 2560, 4096, rng);    // o_proj, one chunk
+    }
   }
   std::printf("\n%-28s %10s %10s %8s %8s\n", "kernel", "us", "GB/s", "of copy", "TFLOP/s");
   for (const auto& s : g_summary) {

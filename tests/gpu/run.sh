@@ -3,6 +3,9 @@
 #   tests/gpu/run.sh [BIN_DIR]      (default build/bin, or a bundle's bin/ made by deploy/bundle.sh)
 # Sections (SPARKSERVE_GPU_SECTIONS, comma-separated, default all of them):
 #   ops     gpu_ops_test: every CUDA op against the CPU reference on fresh random inputs
+#   blackwell gpu_blackwell_test: the W4A4 linear's block-scaled FP4 mma.sync; runs only where
+#           nvidia-smi reports compute capability 12.x (sm_120 / sm_121: the instruction does not
+#           exist on sm_100), else the summary says "NOT-RUN" (not a pass)
 #   kernels gpu_kernel_check: decode linear checks + timings against the copy bandwidth
 #   model   gpu_model_test: the CUDA runner against the CPU runner (golden fixtures, demo models)
 #   e2e     the HTTP e2e suite (official openai/anthropic SDKs) with `serve --backend cuda`
@@ -12,7 +15,7 @@
 set -uo pipefail
 BIN="$(realpath "${1:-build/bin}")"
 LOG_DIR="${OUT:-/tmp}"
-SECTIONS="${SPARKSERVE_GPU_SECTIONS:-ops,kernels,model,e2e,4b}"
+SECTIONS="${SPARKSERVE_GPU_SECTIONS:-ops,blackwell,kernels,model,e2e,4b}"
 want() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 SUMMARY=()
 status=0
@@ -31,6 +34,17 @@ if want ops; then
   "$BIN/gpu_ops_test" --gtest_brief=1 2>&1 | tee "$LOG_DIR/ops.log"
   rc=${PIPESTATUS[0]}
   record ops "$rc" "$(grep -E '^\[  (PASSED|FAILED)  \]' "$LOG_DIR/ops.log" | tr '\n' ' ') ($(elapsed $t))"
+fi
+if want blackwell; then
+  cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' ')
+  if [ "${cap%%.*}" = 12 ]; then
+    t=$(date +%s)
+    "$BIN/gpu_blackwell_test" --gtest_brief=1 2>&1 | tee "$LOG_DIR/blackwell.log"
+    rc=${PIPESTATUS[0]}
+    record blackwell "$rc" "$(grep -E '^\[  (PASSED|FAILED)  \]' "$LOG_DIR/blackwell.log" | tr '\n' ' ') ($(elapsed $t))"
+  else
+    SUMMARY+=("$(printf '%-10s %-5s %s' blackwell NOT-RUN "needs Blackwell sm_120/sm_121 (this GPU: compute_cap ${cap:-unknown})")")
+  fi
 fi
 if want kernels; then
   t=$(date +%s)
@@ -99,7 +113,7 @@ fi
 
 echo
 echo "== failures =="
-for f in ops model e2e_bf16 e2e_fp8 model_4b; do
+for f in ops blackwell model e2e_bf16 e2e_fp8 model_4b; do
   [ -f "$LOG_DIR/$f.log" ] && grep -E -A12 "Failure$|^FAILED|Error:" "$LOG_DIR/$f.log" | head -60
 done
 for kv in bf16 fp8; do

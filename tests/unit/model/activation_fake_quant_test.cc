@@ -1,10 +1,14 @@
 // Simulated NVFP4 activations / FP8 KV: QDQ on hand-checked groups (FORMATS.md §3 thresholds),
 // idempotence, zero groups, and the simulator substituting inputs only for modules with a scale.
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "model/activation_fake_quant.h"
+#include "quant/e2m1.h"
+#include "quant/e4m3.h"
 
 namespace sparkserve::model {
 namespace {
@@ -46,6 +50,40 @@ TEST(FakeQuantizeNvfp4, ScalesPerGroupAndIsIdempotent) {
   double err_clip = 0;
   for (int i = 0; i < 64; ++i) err_clip += (clipped[i] - x[i]) * (clipped[i] - x[i]);
   EXPECT_GT(err_clip, 10 * err);
+}
+
+TEST(QuantizeNvfp4Rows, CodesAndScalesDequantiseToFakeQuantizeBitForBit) {
+  // Normal values, a zero group, a tiny group (scale rounds to 0 -> 0.125), values past the
+  // clipping point, NaN and +-inf, -0.
+  std::vector<float> x(128);
+  for (int i = 0; i < 128; ++i) x[i] = 0.37f * std::sin(1.7f * static_cast<float>(i)) * (i % 5 == 0 ? 9.f : 1.f);
+  for (int i = 16; i < 32; ++i) x[i] = 0.0f;
+  for (int i = 32; i < 48; ++i) x[i] = 1e-9f * static_cast<float>(i - 40);
+  x[50] = std::nanf("");
+  x[70] = std::numeric_limits<float>::infinity();
+  x[71] = -std::numeric_limits<float>::infinity();
+  x[90] = -0.0f;
+  const float gs = 448.0f * 6.0f / 2.0f;
+  std::vector<float> fq(128);
+  FakeQuantizeNvfp4Rows(x.data(), 2, 64, gs, fq.data());
+  std::vector<uint8_t> codes(64), scales(8);
+  QuantizeNvfp4Rows(x.data(), 2, 64, gs, codes.data(), scales.data());
+  EXPECT_EQ(scales[1], 0x20);  // the zero group's 0.125
+  EXPECT_EQ(scales[2], 0x20);
+  for (int i = 0; i < 128; ++i) {
+    const uint8_t c = (i % 2) ? codes[i / 2] >> 4 : codes[i / 2] & 0xf;
+    const float e = quant::E4M3ToF32(scales[i / 16]) / gs;
+    const float deq = quant::E2M1ToF32(c) * e;
+    uint32_t a, b;
+    std::memcpy(&a, &deq, 4);
+    std::memcpy(&b, &fq[i], 4);
+    EXPECT_EQ(a, b) << i << ": " << deq << " vs " << fq[i];
+  }
+  EXPECT_EQ(codes[25] & 0xf, 0);  // NaN -> +0
+  EXPECT_EQ(codes[35] & 0xf, 0x7);  // +inf -> 6
+  EXPECT_EQ(codes[35] >> 4, 0xf);   // -inf -> -6
+  EXPECT_EQ(scales[4], 0x7e);       // the inf group's scale saturates at 448
+  EXPECT_EQ(codes[45] & 0xf, 0x8);  // -0 -> -0
 }
 
 TEST(FakeQuantizeFp8, RoundsThroughE4M3WithTheScale) {
