@@ -600,7 +600,7 @@ void TimeActivationQuant(int rows, int in, std::mt19937& rng) {
 }
 
 // The W4A4 GEMM (sm_120 / sm_121 only; its correctness is gpu_blackwell_test's): quantisation +
-// GEMM + store for `rows` tokens, reported as TFLOP/s (2 * rows * out * in) in the GB/s column.
+// GEMM + store for `rows` tokens, reported as TFLOP/s (2 * rows * out * in).
 void TimeW4A4(int rows, int out, int in, std::mt19937& rng) {
   Nvfp4Host h = MakeNvfp4(out, in, rng);
   const sk::Nvfp4W4A4Layout layout = sk::RepackNvfp4ForW4A4(h.packed, h.scales, out, in);

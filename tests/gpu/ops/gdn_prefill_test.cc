@@ -10,8 +10,10 @@
 //
 // Tolerances (relative to the largest reference value, as every op test): the final state 1e-4 as
 // for the sequential kernel (the chunked state path is 3xTF32, ~f32; the chunk sums reorder f32
-// rounding, ~1e-6), the f16 output 3e-3 as before (f16 rounding 4.9e-4 plus plain TF32 on the
-// output-only products, ~5e-4). The measured errors are printed.
+// rounding, ~1e-6), the f16 output 3e-3 as before for the f32 kernels (f16 rounding 4.9e-4), and
+// kTf32OutTolerance where plain TF32 (10-bit mantissa) feeds the output-only products (q k^T, Q S
+// and the intra-chunk attention: 64-term sums of TF32 products): the H200 measured up to 3.7e-3
+// (dv 4) and 1.2e-3 at the 4B shape. The measured errors are printed.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -40,6 +42,8 @@ const char* Name(GdnKernel k) {
   return "?";
 }
 
+constexpr double kTf32OutTolerance = 5e-3;
+
 constexpr GdnKernel kAllKernels[] = {GdnKernel::kAuto, GdnKernel::kChunked, GdnKernel::kChunkedSimt,
                                      GdnKernel::kSequential};
 
@@ -62,7 +66,9 @@ void CheckKernel(const GdnCase& gc, const StepBatch& batch, const GdnInputs& in,
   SCOPED_TRACE(fmt::format("{}, kernel {}", label, Name(kernel)));
   GdnDevice d = UploadGdn(gc, in, batch.num_tokens);
   GPU_ASSERT_OK(RunGdn(gc, batch, d, nullptr, kernel));
-  CompareGdn(gc, in, ref, d);
+  // kAuto takes the TF32 chunked kernel for seqs past kGdnChunkedMinTokens.
+  const bool tf32 = kernel == GdnKernel::kChunked || kernel == GdnKernel::kAuto;
+  CompareGdn(gc, in, ref, d, tf32 ? kTf32OutTolerance : 3e-3);
   PrintErrors(fmt::format("{} [{}]", label, Name(kernel)), gc, ref, d);
 }
 
