@@ -32,6 +32,7 @@ absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& dir, const Runne
 #endif
   }
   if (backend == "cpu") {
+    if (s.w4a4_prefill) return absl::InvalidArgumentError("--w4a4-prefill needs the CUDA backend");
     if (s.kv_dtype == "fp8") {
       return absl::InvalidArgumentError(
           "an fp8 KV cache needs the CUDA backend (--backend cuda); the CPU reference keeps K/V in fp32");
@@ -67,6 +68,12 @@ absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& dir, const Runne
   o.max_step_tokens = std::max(s.max_step_tokens, s.max_batch);
   o.cuda_graphs = s.cuda_graphs;
   o.kv_dtype = s.kv_dtype == "fp8" ? kernels::cuda::KvDtype::kFp8E4M3 : kernels::cuda::KvDtype::kBf16;
+  o.w4a4_prefill = s.w4a4_prefill;
+  if (s.w4a4_prefill && dev.major != 12) {
+    return absl::InvalidArgumentError(fmt::format(
+        "--w4a4-prefill needs a Blackwell sm_120/sm_121 GPU (DGX Spark, RTX 50); {} is sm_{}{}", dev.name, dev.major,
+        dev.minor));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<model::cuda::CudaModelRunner> r, model::cuda::CudaModelRunner::Load(dir, o));
   out.config = r->config();
   out.runner = std::move(r);

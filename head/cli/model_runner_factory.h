@@ -23,6 +23,9 @@ struct RunnerSizing {
   // KV cache element type: bf16 | fp8 (cuda only: float8_e4m3fn with the checkpoint's per-layer
   // k_scale / v_scale, half the bytes a token; the CPU reference keeps fp32 K/V).
   std::string kv_dtype = "bf16";
+  // cuda on Blackwell (sm_120/121): NVFP4 prefill linears as W4A4 on block-scaled FP4 tensor cores
+  // (activations quantised with the checkpoint's input_global_scale); untested on hardware, opt-in.
+  bool w4a4_prefill = false;
   int device = 0;
 };
 

@@ -35,6 +35,7 @@ struct ServeArgs {
   int prefill_chunk = 512;
   int max_num_batched_tokens = 2048;
   std::string kv_dtype = "bf16";
+  bool w4a4_prefill = false;
   std::string api_key;
   std::string served_model_name;
   int max_queue = 256;
@@ -136,6 +137,7 @@ int Serve(const ServeArgs& a) {
   sizing.cuda_graphs = !a.enforce_eager;
   sizing.gpu_memory_utilization = a.gpu_memory_utilization;
   sizing.kv_dtype = a.kv_dtype;
+  sizing.w4a4_prefill = a.w4a4_prefill;
   auto loaded = LoadModelRunner(a.dir, sizing);
   if (!loaded.ok()) {
     spdlog::error("serve: loading {} (--backend {}): {}", a.dir, a.backend, std::string(loaded.status().message()));
@@ -202,6 +204,9 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "KV cache dtype: bf16 (default) or fp8 (CUDA only: e4m3 with the checkpoint's calibrated k/v scales, "
                   "half the memory a token; the CPU backend keeps fp32)")
       ->check(CLI::IsMember({"bf16", "fp8"}));
+  cmd->add_flag("--w4a4-prefill", a->w4a4_prefill,
+                "cuda, Blackwell sm_120/121 only: prefill NVFP4 linears as W4A4 (activations quantised with the "
+                "checkpoint's calibrated input scales) on FP4 tensor cores; EXPERIMENTAL, not yet run on hardware");
   cmd->add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' or 'x-api-key: KEY'")
       ->envname("SPARKSERVE_API_KEY");
   cmd->add_option("--served-model-name", a->served_model_name, "model id in the API (default: MODEL_DIR's name)");

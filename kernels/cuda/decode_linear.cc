@@ -91,24 +91,23 @@ size_t DecodeLinearWorkspaceBytes(int out, int in, int rows) {
   return static_cast<size_t>(p.num_splits) * rows * out * sizeof(float);
 }
 
-namespace {
-
-absl::Status CheckEpilogue(const DecodeEpilogue& e, int out, float* y) {
+absl::Status CheckLinearEpilogue(const char* what, const DecodeEpilogue& e, int out, const float* y) {
   using K = DecodeEpilogue::Kind;
-  const bool ok = (e.kind == K::kStore && y != nullptr) ||
-                  (e.kind == K::kSwiGlu && e.x_out != nullptr && out % 2 == 0) ||
-                  (e.kind == K::kAddRmsNorm && e.x_out != nullptr && e.residual != nullptr && e.norm_weight != nullptr &&
-                   e.eps >= 0.f);
-  if (!ok) return absl::InvalidArgumentError(fmt::format("decode linear: incomplete epilogue for {} outputs", out));
-  return absl::OkStatus();
+  const bool complete = (e.kind == K::kStore && y != nullptr) ||
+                        (e.kind == K::kSwiGlu && e.x_out != nullptr && out % 2 == 0) ||
+                        (e.kind == K::kAddRmsNorm && e.x_out != nullptr && e.residual != nullptr &&
+                         e.norm_weight != nullptr && e.eps >= 0.f);
+  if (complete) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      fmt::format("{}: incomplete epilogue (kind {}) for {} outputs (kStore needs y, kSwiGlu x_out and an even out, "
+                  "kAddRmsNorm x_out, residual, norm_weight and eps >= 0)",
+                  what, static_cast<int>(e.kind), out));
 }
-
-}  // namespace
 
 absl::Status Nvfp4DecodeLinear(const Nvfp4LinearDevice& w, const __half* x, int rows, float* y, void* workspace,
                                cudaStream_t stream, const DecodeEpilogue& epilogue) {
   RETURN_IF_ERROR(CheckRows(rows));
-  RETURN_IF_ERROR(CheckEpilogue(epilogue, w.out, y));
+  RETURN_IF_ERROR(CheckLinearEpilogue("nvfp4 decode linear", epilogue, w.out, y));
   if (w.in % kNvfp4Step != 0 || w.out < 1) {
     return absl::InvalidArgumentError(fmt::format("nvfp4 decode linear needs in % 128 == 0 (got [{}, {}])", w.out, w.in));
   }
@@ -119,7 +118,7 @@ absl::Status Nvfp4DecodeLinear(const Nvfp4LinearDevice& w, const __half* x, int 
 absl::Status Fp8DecodeLinear(const Fp8LinearDevice& w, const __half* x, int rows, float* y, void* workspace,
                              cudaStream_t stream, const DecodeEpilogue& epilogue) {
   RETURN_IF_ERROR(CheckRows(rows));
-  RETURN_IF_ERROR(CheckEpilogue(epilogue, w.out, y));
+  RETURN_IF_ERROR(CheckLinearEpilogue("fp8 decode linear", epilogue, w.out, y));
   if (w.in % kFp8Step != 0 || w.out < 1) {
     return absl::InvalidArgumentError(fmt::format("fp8 decode linear needs in % 64 == 0 (got [{}, {}])", w.out, w.in));
   }

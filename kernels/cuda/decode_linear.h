@@ -64,6 +64,22 @@ struct DecodeEpilogue {
   const float* norm_weight = nullptr;
   float eps = 0.f;
 
+  static DecodeEpilogue SwiGlu(__half* x_out) {
+    DecodeEpilogue e;
+    e.kind = Kind::kSwiGlu;
+    e.x_out = x_out;
+    return e;
+  }
+  static DecodeEpilogue AddRmsNorm(__half* x_out, float* residual, const float* norm_weight, float eps) {
+    DecodeEpilogue e;
+    e.kind = Kind::kAddRmsNorm;
+    e.x_out = x_out;
+    e.residual = residual;
+    e.norm_weight = norm_weight;
+    e.eps = eps;
+    return e;
+  }
+
   // The same for rows r0.. of a linear with `out` outputs.
   DecodeEpilogue FromRow(int r0, int out) const {
     DecodeEpilogue e = *this;
@@ -73,6 +89,11 @@ struct DecodeEpilogue {
     return e;
   }
 };
+
+// OK when `e` has what its kind needs for a linear of `out` outputs (kStore: y; kSwiGlu: x_out and an
+// even out; kAddRmsNorm: x_out, residual, norm_weight, eps >= 0), else InvalidArgument naming `what`.
+// Every linear kernel family (decode, GEMM, W4A4) checks its epilogue with it.
+absl::Status CheckLinearEpilogue(const char* what, const DecodeEpilogue& e, int out, const float* y);
 
 // Scratch a decode linear needs: fp32 partial sums of its K splits.
 size_t DecodeLinearWorkspaceBytes(int out, int in, int rows);

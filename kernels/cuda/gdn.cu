@@ -362,21 +362,8 @@ __global__ void __launch_bounds__(kGdnThreads) GatedDeltaNetKernel(const GdnPara
 
 template <int M>
 cudaError_t LaunchGdn(const GdnParams& p, int slices, cudaStream_t stream) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(slices, p.nv, p.batch.num_seqs);
-  config.blockDim = dim3(kGdnThreads);
-  config.dynamicSmemBytes = 0;
-  config.stream = stream;
-  cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = slices;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;  // step_launch.h
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attr;
-  config.numAttrs = 2;
-  return cudaLaunchKernelEx(&config, GatedDeltaNetKernel<M>, p);
+  return LaunchStepKernelInClusters(GatedDeltaNetKernel<M>, dim3(slices, p.nv, p.batch.num_seqs), dim3(kGdnThreads), 0,
+                                    stream, static_cast<unsigned>(slices), p);
 }
 
 }  // namespace

@@ -421,21 +421,8 @@ cudaError_t LaunchChunked(const ChunkParams& p, cudaStream_t stream) {
   const cudaError_t attr_err = cudaFuncSetAttribute(GatedDeltaNetChunkedKernel<kTensorCores>,
                                                     cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (attr_err != cudaSuccess) return attr_err;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(slices, p.nv, p.batch.num_seqs);
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = slices;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;  // step_launch.h
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attr;
-  config.numAttrs = 2;
-  return cudaLaunchKernelEx(&config, GatedDeltaNetChunkedKernel<kTensorCores>, p);
+  return LaunchStepKernelInClusters(GatedDeltaNetChunkedKernel<kTensorCores>, dim3(slices, p.nv, p.batch.num_seqs),
+                                    dim3(kThreads), smem, stream, static_cast<unsigned>(slices), p);
 }
 
 }  // namespace

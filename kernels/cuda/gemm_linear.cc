@@ -42,17 +42,7 @@ absl::Status CheckCall(const char* what, int out, int in, int k_multiple, const 
   if (x == nullptr || reinterpret_cast<uintptr_t>(x) % 16 != 0) {
     return absl::InvalidArgumentError(fmt::format("{}: x must be a 16-byte aligned device pointer", what));
   }
-  using K = DecodeEpilogue::Kind;
-  const bool complete = (e.kind == K::kStore && y != nullptr) ||
-                        (e.kind == K::kSwiGlu && e.x_out != nullptr && out % 2 == 0) ||
-                        (e.kind == K::kAddRmsNorm && e.x_out != nullptr && e.residual != nullptr &&
-                         e.norm_weight != nullptr && e.eps >= 0.f);
-  if (!complete) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}: incomplete epilogue (kind {}) for {} outputs (kStore needs y, kSwiGlu x_out and an even out, "
-                    "kAddRmsNorm x_out, residual, norm_weight and eps >= 0)",
-                    what, static_cast<int>(e.kind), out));
-  }
+  RETURN_IF_ERROR(CheckLinearEpilogue(what, e, out, y));
   if (workspace == nullptr && !GemmWritesDirectly(PlanGemm(rows, out, in), e)) {
     return absl::InvalidArgumentError(
         fmt::format("{}: [{}, {}] over {} rows needs a workspace of {} bytes", what, out, in, rows,

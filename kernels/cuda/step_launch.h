@@ -23,7 +23,8 @@ __device__ __forceinline__ void AllowNextGrid() {
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialisation; with
-// cluster_x > 1, blocks also form thread-block clusters of cluster_x along x (grid.x a multiple of it).
+// cluster_x >= 1, blocks also form thread-block clusters of cluster_x along x (grid.x a multiple of
+// it; 0: no cluster attribute).
 template <typename... Params, typename... Args>
 cudaError_t LaunchStepKernelInClusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                                        cudaStream_t stream, unsigned cluster_x, Args&&... args) {
@@ -40,14 +41,14 @@ cudaError_t LaunchStepKernelInClusters(void (*kernel)(Params...), dim3 grid, dim
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   config.attrs = attr;
-  config.numAttrs = cluster_x > 1 ? 2 : 1;
+  config.numAttrs = cluster_x > 0 ? 2 : 1;
   return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
 }
 
 template <typename... Params, typename... Args>
 cudaError_t LaunchStepKernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                              Args&&... args) {
-  return LaunchStepKernelInClusters(kernel, grid, block, smem, stream, 1u, std::forward<Args>(args)...);
+  return LaunchStepKernelInClusters(kernel, grid, block, smem, stream, 0u, std::forward<Args>(args)...);
 }
 
 }  // namespace sparkserve::kernels::cuda

@@ -73,16 +73,6 @@ ChunkWorkspace ChunkLayout(int out, int in, int n) {
   return w;
 }
 
-absl::Status CheckEpilogue(const DecodeEpilogue& e, int out, const float* y) {
-  using K = DecodeEpilogue::Kind;
-  const bool ok = (e.kind == K::kStore && y != nullptr) ||
-                  (e.kind == K::kSwiGlu && e.x_out != nullptr && out % 2 == 0) ||
-                  (e.kind == K::kAddRmsNorm && e.x_out != nullptr && e.residual != nullptr && e.norm_weight != nullptr &&
-                   e.eps >= 0.f);
-  if (!ok) return absl::InvalidArgumentError(fmt::format("W4A4 linear: incomplete epilogue for {} outputs", out));
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 size_t W4A4LinearWorkspaceBytes(int out, int in, int rows) {
@@ -107,7 +97,7 @@ absl::Status Nvfp4W4A4Linear(const Nvfp4W4A4LinearDevice& w, const __half* x, in
     return absl::InvalidArgumentError(
         fmt::format("W4A4 linear: weight_global_scale must be finite and > 0, got {}", w.weight_global_scale));
   }
-  RETURN_IF_ERROR(CheckEpilogue(epilogue, w.out, y));
+  RETURN_IF_ERROR(CheckLinearEpilogue("W4A4 linear", epilogue, w.out, y));
   if (mma == W4A4Mma::kHardware && !W4A4LinearSupportedOnCurrentDevice()) {
     int dev = 0, major = 0, minor = 0;
     (void)cudaGetDevice(&dev);

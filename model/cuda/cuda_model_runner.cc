@@ -62,7 +62,9 @@ absl::Status CudaModelRunner::Init(const std::string& model_dir) {
   ASSIGN_OR_RETURN(config_, LoadQwen35Config(model_dir));
   {
     ASSIGN_OR_RETURN(quant::Checkpoint ckpt, quant::Checkpoint::Open(model_dir));
-    ASSIGN_OR_RETURN(weights_, CudaModelWeights::Load(config_, ckpt));
+    CudaLinearOptions linear_options;
+    linear_options.w4a4_prefill = options_.w4a4_prefill;
+    ASSIGN_OR_RETURN(weights_, CudaModelWeights::Load(config_, ckpt, linear_options));
   }
   const auto& c = config_;
   const int64_t d = c.hidden_size, H = c.num_attention_heads, KV = c.num_key_value_heads, hd = c.head_dim;
@@ -239,12 +241,7 @@ kc::KvPoolDevice CudaModelRunner::KvPool(int32_t i) const {
 absl::Status CudaModelRunner::LinearThenAddNorm(const CudaLinear& linear, const __half* x, int T, const float* norm) {
   const float eps = static_cast<float>(config_.rms_norm_eps);
   if (linear.has_epilogues() && fused_add_norm_) {
-    kc::DecodeEpilogue e;
-    e.kind = kc::DecodeEpilogue::Kind::kAddRmsNorm;
-    e.x_out = act16_.data();
-    e.residual = residual_.data();
-    e.norm_weight = norm;
-    e.eps = eps;
+    const kc::DecodeEpilogue e = kc::DecodeEpilogue::AddRmsNorm(act16_.data(), residual_.data(), norm, eps);
     return RunLinear(linear, x, T, nullptr, e);
   }
   RETURN_IF_ERROR(RunLinear(linear, x, T, delta_.data()));
@@ -350,9 +347,7 @@ absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
     }
     const CudaMlpWeights& mlp = w.mlp;
     if (mlp.gate_up.out() > 0 && mlp.gate_up.has_epilogues()) {  // silu(gate) * up straight into mid16
-      kc::DecodeEpilogue e;
-      e.kind = kc::DecodeEpilogue::Kind::kSwiGlu;
-      e.x_out = mid16;
+      const kc::DecodeEpilogue e = kc::DecodeEpilogue::SwiGlu(mid16);
       RETURN_IF_ERROR(RunLinear(mlp.gate_up, act16, T, nullptr, e));
     } else if (mlp.gate_up.out() > 0) {  // proj0 [T, 2F]
       RETURN_IF_ERROR(RunLinear(mlp.gate_up, act16, T, proj0_.data()));

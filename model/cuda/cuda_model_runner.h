@@ -36,6 +36,9 @@ struct CudaRunnerOptions {
   // KV cache element type: bf16, or float8_e4m3fn with per-layer k/v scales from the checkpoint
   // (`self_attn.k_scale` / `v_scale`, written by `quantize` with calibration; 1.0 where absent).
   kernels::cuda::KvDtype kv_dtype = kernels::cuda::KvDtype::kBf16;
+  // Blackwell (sm_120/121) W4A4 prefill for NVFP4 linears with calibrated input scales (CudaLinearOptions;
+  // UNTESTED ON HARDWARE, off by default). The extra weight copy counts against the memory budget.
+  bool w4a4_prefill = false;
 };
 
 // What one decode step reads from memory, for bench engine's floor.

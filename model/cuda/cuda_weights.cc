@@ -12,7 +12,8 @@ namespace {
 
 class DeviceBinder {
  public:
-  DeviceBinder(const Qwen35Config& c, const quant::Checkpoint& ckpt) : c_(c), ckpt_(ckpt) {}
+  DeviceBinder(const Qwen35Config& c, const quant::Checkpoint& ckpt, const CudaLinearOptions& linear_options)
+      : c_(c), ckpt_(ckpt), linear_options_(linear_options) {}
 
   // The linear module `name` (without ".weight"), shape-checked.
   absl::StatusOr<const quant::QuantizedLinear*> Module(const std::string& name, int64_t out, int64_t in) {
@@ -27,7 +28,7 @@ class DeviceBinder {
 
   absl::StatusOr<CudaLinear> Linear(const std::string& name, int64_t out, int64_t in) {
     ASSIGN_OR_RETURN(const quant::QuantizedLinear* m, Module(name, out, in));
-    return CudaLinear::Upload(*m);
+    return CudaLinear::Upload(*m, linear_options_);
   }
 
   // Modules `names` (with their [out, in]) fused into `fused` when they can be, else one by one into `separate`.
@@ -39,11 +40,11 @@ class DeviceBinder {
       parts.push_back(m);
     }
     if (CudaLinear::CanFuse(parts)) {
-      ASSIGN_OR_RETURN(*fused, CudaLinear::UploadFused(parts, fused_name));
+      ASSIGN_OR_RETURN(*fused, CudaLinear::UploadFused(parts, fused_name, linear_options_));
       return absl::OkStatus();
     }
     for (size_t i = 0; i < parts.size(); ++i) {
-      ASSIGN_OR_RETURN(*separate[i], CudaLinear::Upload(*parts[i]));
+      ASSIGN_OR_RETURN(*separate[i], CudaLinear::Upload(*parts[i], linear_options_));
     }
     return absl::OkStatus();
   }
@@ -135,12 +136,14 @@ class DeviceBinder {
  private:
   const Qwen35Config& c_;
   const quant::Checkpoint& ckpt_;
+  const CudaLinearOptions linear_options_;
 };
 
 }  // namespace
 
-absl::StatusOr<CudaModelWeights> CudaModelWeights::Load(const Qwen35Config& c, const quant::Checkpoint& ckpt) {
-  DeviceBinder b(c, ckpt);
+absl::StatusOr<CudaModelWeights> CudaModelWeights::Load(const Qwen35Config& c, const quant::Checkpoint& ckpt,
+                                                        const CudaLinearOptions& linear_options) {
+  DeviceBinder b(c, ckpt, linear_options);
   const std::string prefix(c.weight_prefix());
   const int64_t d = c.hidden_size, V = c.vocab_size;
   CudaModelWeights w;

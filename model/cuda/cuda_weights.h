@@ -59,7 +59,8 @@ struct CudaModelWeights {
 
   // Binds and uploads every parameter `config` names. Errors name the parameter (missing, or a
   // shape other than the config implies).
-  static absl::StatusOr<CudaModelWeights> Load(const Qwen35Config& config, const quant::Checkpoint& checkpoint);
+  static absl::StatusOr<CudaModelWeights> Load(const Qwen35Config& config, const quant::Checkpoint& checkpoint,
+                                               const CudaLinearOptions& linear_options = {});
   // Bytes a decode step reads from the weights: every linear (lm_head included) once, norms and
   // GDN vectors, plus the embedding rows of the step (excluded here: `rows * d * 2` per step).
   int64_t decode_weight_bytes() const;

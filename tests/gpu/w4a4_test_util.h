@@ -96,9 +96,7 @@ inline void CheckW4A4Epilogues(int rows, int in, kernels::cuda::W4A4Mma mma, std
     DeviceBuffer<__half> out = ToDevice(std::vector<__half>(static_cast<size_t>(rows) * f, __float2half(NAN)));
     auto ws = DeviceBuffer<uint8_t>::Allocate(kc::W4A4LinearWorkspaceBytes(2 * f, in, rows));
     ASSERT_TRUE(ws.ok());
-    kc::DecodeEpilogue e;
-    e.kind = kc::DecodeEpilogue::Kind::kSwiGlu;
-    e.x_out = out.data();
+    const kc::DecodeEpilogue e = kc::DecodeEpilogue::SwiGlu(out.data());
     GPU_ASSERT_OK(kc::Nvfp4W4A4Linear(l.device, x.data(), rows, nullptr, ws->data(), nullptr, e, mma));
     const std::vector<double> gu = EmulateW4A4Linear(l.host, xf, rows, kTestInputGlobalScale, SampledColumns(2 * f, 1));
     std::vector<float> want(static_cast<size_t>(rows) * f);
@@ -122,12 +120,7 @@ inline void CheckW4A4Epilogues(int rows, int in, kernels::cuda::W4A4Mma mma, std
     DeviceBuffer<__half> out = ToDevice(std::vector<__half>(static_cast<size_t>(rows) * d, __float2half(NAN)));
     auto ws = DeviceBuffer<uint8_t>::Allocate(kc::W4A4LinearWorkspaceBytes(d, in, rows));
     ASSERT_TRUE(ws.ok());
-    kc::DecodeEpilogue e;
-    e.kind = kc::DecodeEpilogue::Kind::kAddRmsNorm;
-    e.x_out = out.data();
-    e.residual = residual.data();
-    e.norm_weight = w_dev.data();
-    e.eps = eps;
+    const kc::DecodeEpilogue e = kc::DecodeEpilogue::AddRmsNorm(out.data(), residual.data(), w_dev.data(), eps);
     GPU_ASSERT_OK(kc::Nvfp4W4A4Linear(l.device, x.data(), rows, nullptr, ws->data(), nullptr, e, mma));
     const std::vector<double> delta = EmulateW4A4Linear(l.host, xf, rows, kTestInputGlobalScale, SampledColumns(d, 1));
     std::vector<float> sum(residual0.size()), normed(residual0.size());

@@ -68,9 +68,7 @@ TEST(DecodeEpilogueTest, SwiGluMatchesTheStoredGateUp) {
     DeviceBuffer<float> y = PoisonedF32(static_cast<size_t>(rows) * 2 * f);
     RunChunked(l.device, x.data(), rows, y.data(), ws->data(), {});
     DeviceBuffer<__half> out = ToDevice(std::vector<__half>(static_cast<size_t>(rows) * f, __float2half(NAN)));
-    kc::DecodeEpilogue e;
-    e.kind = kc::DecodeEpilogue::Kind::kSwiGlu;
-    e.x_out = out.data();
+    const kc::DecodeEpilogue e = kc::DecodeEpilogue::SwiGlu(out.data());
     RunChunked(l.device, x.data(), rows, nullptr, ws->data(), e);
     const std::vector<float> gu = ToHost(y);
     std::vector<float> want(static_cast<size_t>(rows) * f);
@@ -101,12 +99,7 @@ TEST(DecodeEpilogueTest, AddRmsNormMatchesTheStoredOutput) {
     const std::vector<float> residual0 = RandomF32(static_cast<size_t>(rows) * d, rng, 2.0f);
     DeviceBuffer<float> residual = ToDevice(residual0);
     DeviceBuffer<__half> out = ToDevice(std::vector<__half>(static_cast<size_t>(rows) * d, __float2half(NAN)));
-    kc::DecodeEpilogue e;
-    e.kind = kc::DecodeEpilogue::Kind::kAddRmsNorm;
-    e.x_out = out.data();
-    e.residual = residual.data();
-    e.norm_weight = w_dev.data();
-    e.eps = eps;
+    const kc::DecodeEpilogue e = kc::DecodeEpilogue::AddRmsNorm(out.data(), residual.data(), w_dev.data(), eps);
     RunChunked(l.device, x.data(), rows, nullptr, ws->data(), e);
     const std::vector<float> delta = ToHost(y);
     std::vector<float> sum(residual0.size()), normed(residual0.size());

@@ -275,9 +275,7 @@ void CheckSwiGlu(const TestLinear& l, const std::vector<int>& rows_list, uint32_
   for (int rows : rows_list) {
     const std::string name = Name(l, rows, "swiglu");
     DeviceBuffer<__half> out = Poisoned<__half>(static_cast<size_t>(rows) * f);
-    kc::DecodeEpilogue e;
-    e.kind = kc::DecodeEpilogue::Kind::kSwiGlu;
-    e.x_out = out.data();
+    const kc::DecodeEpilogue e = kc::DecodeEpilogue::SwiGlu(out.data());
     GPU_ASSERT_OK(l.Run(x.device.data(), rows, nullptr, ws->data(), e));
     const std::vector<float> got = HostFloats(out);
     ExpectAllFinite(got, f, name);
@@ -314,12 +312,7 @@ void CheckAddRmsNorm(const TestLinear& l, const std::vector<int>& rows_list, uin
     const std::vector<float> residual0 = RandomF32(static_cast<size_t>(rows) * d, rng, 0.05f);
     DeviceBuffer<float> residual = ToDevice(residual0);
     DeviceBuffer<__half> out = Poisoned<__half>(static_cast<size_t>(rows) * d);
-    kc::DecodeEpilogue e;
-    e.kind = kc::DecodeEpilogue::Kind::kAddRmsNorm;
-    e.x_out = out.data();
-    e.residual = residual.data();
-    e.norm_weight = d_norm_w.data();
-    e.eps = eps;
+    const kc::DecodeEpilogue e = kc::DecodeEpilogue::AddRmsNorm(out.data(), residual.data(), d_norm_w.data(), eps);
     GPU_ASSERT_OK(l.Run(x.device.data(), rows, nullptr, ws->data(), e));
     const std::vector<float> got_res = ToHost(residual), got_out = HostFloats(out);
     ExpectAllFinite(got_res, d, name + " residual");
