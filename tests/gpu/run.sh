@@ -26,6 +26,22 @@ record() {  # record NAME RC [DETAIL]
   SUMMARY+=("$(printf '%-10s %-5s %s' "$1" "$verdict" "${3:-}")")
 }
 elapsed() { echo "$(( $(date +%s) - $1 )) s"; }
+# serve_64_bench MODEL: `serve --max-batch 64` and `bench serve` at 64 concurrent requests.
+serve_64_bench() {
+  "$BIN/sparkserve" serve "$1" --backend cuda --port 0 --max-batch 64 --max-seq-len 2048 >"$LOG_DIR/serve_64.out" \
+    2>"$LOG_DIR/serve_64.err" &
+  local pid=$! url=""
+  for _ in $(seq 1 300); do
+    url=$(sed -n 's/^listening on //p' "$LOG_DIR/serve_64.out")
+    [ -n "$url" ] && curl -sf "$url/health" >/dev/null && break
+    sleep 0.5
+  done
+  "$BIN/sparkserve" bench serve --url "$url" --no-progress --dataset random --random-input-len 1024 \
+    --random-output-len 128 --ignore-eos --num-prompts 128 --max-concurrency 64 \
+    --save-result "$LOG_DIR/bench_serve_64.json" 2>&1 | tee "$LOG_DIR/bench_serve_64.log"
+  record serve-64 "${PIPESTATUS[0]}" "$(grep -i 'output token throughput' "$LOG_DIR/bench_serve_64.log" | head -1)"
+  kill -TERM "$pid"; wait "$pid"
+}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1 | tee "$LOG_DIR/gpu.txt"
 # The shared test fixtures (tokenizer, chat template) travel as .device/fixtures.tar.xz where ../shared is absent.
 if [ ! -d ../shared/fixtures ] && [ -f .device/fixtures.tar.xz ]; then mkdir -p ../shared && tar -C ../shared -xJf .device/fixtures.tar.xz; fi
@@ -121,6 +137,8 @@ if want 4b; then
     --save-result "$LOG_DIR/bench_serve.json" 2>&1 | tee "$LOG_DIR/bench_serve.log"
   record serve-b1 "${PIPESTATUS[0]}" "$(grep -i 'output token throughput' "$LOG_DIR/bench_serve.log" | head -1)"
   kill -TERM "$SERVE_PID"; wait "$SERVE_PID"
+  # The server with 64 users at once (1024 in / 128 out): prefill chunks and decodes share steps.
+  serve_64_bench "$M4B"
   echo "4b section: $(elapsed $t)"
 fi
 
