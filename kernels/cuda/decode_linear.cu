@@ -197,8 +197,6 @@ cudaError_t AllowSharedMemory(Kernel kernel, size_t bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
 }
 
-}  // namespace
-
 // Warps a decode linear aims to put on each SM (SPARKSERVE_DECODE_WARPS_PER_SM overrides, for tuning).
 int DecodeWarpsPerSm() {
   static const int n = [] {
@@ -208,6 +206,8 @@ int DecodeWarpsPerSm() {
   }();
   return n;
 }
+
+}  // namespace
 
 // Enough warps to keep every SM busy (DecodeWarpsPerSm), at least 2 steps a warp.
 SplitPlan PlanSplits(int out, int steps) {
@@ -224,7 +224,8 @@ SplitPlan PlanSplits(int out, int steps) {
 cudaError_t LaunchNvfp4Decode(const Nvfp4LinearDevice& w, const __half* x, int rows, float* y, float* partial,
                               const DecodeEpilogue& epilogue, cudaStream_t stream) {
   const SplitPlan p = PlanSplits(w.out, w.in / kNvfp4Step);
-  const size_t smem = RingBytes(kNvfp4Stages, kNvfp4SlotVecs) + static_cast<size_t>(rows) * p.steps_per_split * kNvfp4Step * sizeof(__half);
+  const size_t smem = RingBytes(kNvfp4Stages, kNvfp4SlotVecs) +
+                      static_cast<size_t>(rows) * p.steps_per_split * kNvfp4Step * sizeof(__half);
   cudaError_t err = AllowSharedMemory(Nvfp4DecodeKernel, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid((p.tiles + kDecodeWarpsPerBlock - 1) / kDecodeWarpsPerBlock, p.num_splits);
@@ -241,7 +242,8 @@ cudaError_t LaunchNvfp4Decode(const Nvfp4LinearDevice& w, const __half* x, int r
 cudaError_t LaunchFp8Decode(const Fp8LinearDevice& w, const __half* x, int rows, float* y, float* partial,
                             const DecodeEpilogue& epilogue, cudaStream_t stream) {
   const SplitPlan p = PlanSplits(w.out, w.in / kFp8Step);
-  const size_t smem = RingBytes(kFp8Stages, kFp8SlotVecs) + static_cast<size_t>(rows) * p.steps_per_split * kFp8Step * sizeof(__half);
+  const size_t smem =
+      RingBytes(kFp8Stages, kFp8SlotVecs) + static_cast<size_t>(rows) * p.steps_per_split * kFp8Step * sizeof(__half);
   cudaError_t err = AllowSharedMemory(Fp8DecodeKernel, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid((p.tiles + kDecodeWarpsPerBlock - 1) / kDecodeWarpsPerBlock, p.num_splits);

@@ -190,7 +190,8 @@ absl::Status CudaModelRunner::Init(const std::string& model_dir) {
   spdlog::info("cuda runner: {} layers ({} attention, {} GDN), {:.2f} GB of weights read per decode step, "
                "{} {} KV pages of {} tokens ({} full sequences of {}), {:.2f} GB of device memory", c.num_hidden_layers,
                kv_.size(), gdn_.size(), static_cast<double>(weights_.decode_weight_bytes()) / 1e9,
-               options_.num_kv_pages, options_.kv_dtype == kc::KvDtype::kFp8E4M3 ? "fp8" : "bf16", options_.kv_page_size,
+               options_.num_kv_pages, options_.kv_dtype == kc::KvDtype::kFp8E4M3 ? "fp8" : "bf16",
+               options_.kv_page_size,
                options_.num_kv_pages / std::max(1, pages_stride_), options_.max_seq_len,
                static_cast<double>(device_bytes_) / 1e9);
   return absl::OkStatus();
@@ -524,7 +525,8 @@ DecodeTraffic CudaModelRunner::DecodeTrafficAt(const std::vector<int64_t>& conte
   const int64_t S = static_cast<int64_t>(contexts.size());
   DecodeTraffic t;
   t.weight_bytes = weights_.decode_weight_bytes() + S * c.hidden_size * 2;  // + the embedding rows read
-  const int64_t kv_per_token = 2 * c.num_key_value_heads * c.head_dim * static_cast<int64_t>(kc::KvDtypeBytes(options_.kv_dtype));
+  const int64_t kv_per_token =  // K and V
+      2 * c.num_key_value_heads * c.head_dim * static_cast<int64_t>(kc::KvDtypeBytes(options_.kv_dtype));
   for (const int64_t ctx : contexts) t.kv_bytes += static_cast<int64_t>(kv_.size()) * (ctx + 1) * kv_per_token;
   const int64_t C = 2 * c.linear_num_key_heads * c.linear_key_head_dim + c.linear_num_value_heads * c.linear_value_head_dim;
   const int64_t per_layer = c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim * 4 +
