@@ -26,20 +26,23 @@ record() {  # record NAME RC [DETAIL]
   SUMMARY+=("$(printf '%-10s %-5s %s' "$1" "$verdict" "${3:-}")")
 }
 elapsed() { echo "$(( $(date +%s) - $1 )) s"; }
-# serve_64_bench MODEL: `serve --max-batch 64` and `bench serve` at 64 concurrent requests.
-serve_64_bench() {
-  "$BIN/sparkserve" serve "$1" --backend cuda --port 0 --max-batch 64 --max-seq-len 2048 >"$LOG_DIR/serve_64.out" \
-    2>"$LOG_DIR/serve_64.err" &
-  local pid=$! url=""
+# serve_bench NAME MODEL MAX_BATCH MAX_SEQ_LEN IN OUT PROMPTS CONCURRENCY: `serve` MODEL on the GPU and
+# `bench serve` it (random prompts of IN tokens, OUT tokens each, ignore_eos); records NAME with the
+# output throughput. Logs: NAME.out / NAME.err (the server), bench_NAME.log / .json.
+serve_bench() {
+  local name=$1 model=$2 url=""
+  "$BIN/sparkserve" serve "$model" --backend cuda --port 0 --max-batch "$3" --max-seq-len "$4" \
+    >"$LOG_DIR/$name.out" 2>"$LOG_DIR/$name.err" &
+  local pid=$!
   for _ in $(seq 1 300); do
-    url=$(sed -n 's/^listening on //p' "$LOG_DIR/serve_64.out")
+    url=$(sed -n 's/^listening on //p' "$LOG_DIR/$name.out")
     [ -n "$url" ] && curl -sf "$url/health" >/dev/null && break
     sleep 0.5
   done
-  "$BIN/sparkserve" bench serve --url "$url" --no-progress --dataset random --random-input-len 1024 \
-    --random-output-len 128 --ignore-eos --num-prompts 128 --max-concurrency 64 \
-    --save-result "$LOG_DIR/bench_serve_64.json" 2>&1 | tee "$LOG_DIR/bench_serve_64.log"
-  record serve-64 "${PIPESTATUS[0]}" "$(grep -i 'output token throughput' "$LOG_DIR/bench_serve_64.log" | head -1)"
+  "$BIN/sparkserve" bench serve --url "$url" --no-progress --dataset random --random-input-len "$5" \
+    --random-output-len "$6" --ignore-eos --num-prompts "$7" --max-concurrency "$8" \
+    --save-result "$LOG_DIR/bench_$name.json" 2>&1 | tee "$LOG_DIR/bench_$name.log"
+  record "$name" "${PIPESTATUS[0]}" "$(grep -i 'output token throughput' "$LOG_DIR/bench_$name.log" | head -1)"
   kill -TERM "$pid"; wait "$pid"
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1 | tee "$LOG_DIR/gpu.txt"
@@ -124,21 +127,10 @@ if want 4b; then
   "$BIN/sparkserve" bench engine "$M4B" --kv-dtype fp8 --batch "${BENCH_BATCH:-1,8}" --context 8192 --steps 64 --repeats 3 \
     --json "$LOG_DIR/bench_engine_fp8.json" 2>&1 | tee "$LOG_DIR/bench_engine_fp8.log"
   record engine-fp8 "${PIPESTATUS[0]}" "$(awk '$1=="1" && $2=="8192" {print "batch 1 at 8K: " $3 " tok/s, " $7 " of floor"}' "$LOG_DIR/bench_engine_fp8.log")"
-  # The server at batch 1: a streaming client, one request at a time.
-  "$BIN/sparkserve" serve "$M4B" --backend cuda --port 0 --max-batch 8 --max-seq-len 4096 >"$LOG_DIR/serve_4b.out" 2>"$LOG_DIR/serve_4b.err" &
-  SERVE_PID=$!
-  for _ in $(seq 1 300); do
-    URL=$(sed -n 's/^listening on //p' "$LOG_DIR/serve_4b.out")
-    [ -n "$URL" ] && curl -sf "$URL/health" >/dev/null && break
-    sleep 0.5
-  done
-  "$BIN/sparkserve" bench serve --url "$URL" --no-progress --dataset random --random-input-len 128 \
-    --random-output-len 256 --ignore-eos --num-prompts 8 --max-concurrency 1 \
-    --save-result "$LOG_DIR/bench_serve.json" 2>&1 | tee "$LOG_DIR/bench_serve.log"
-  record serve-b1 "${PIPESTATUS[0]}" "$(grep -i 'output token throughput' "$LOG_DIR/bench_serve.log" | head -1)"
-  kill -TERM "$SERVE_PID"; wait "$SERVE_PID"
-  # The server with 64 users at once (1024 in / 128 out): prefill chunks and decodes share steps.
-  serve_64_bench "$M4B"
+  # The server at batch 1 (one streaming request at a time), then 64 users at once (1024 in / 128
+  # out: prefill chunks and decodes share steps).
+  serve_bench serve-b1 "$M4B" 8 4096 128 256 8 1
+  serve_bench serve-64 "$M4B" 64 2048 1024 128 128 64
   echo "4b section: $(elapsed $t)"
 fi
 
