@@ -493,10 +493,10 @@ SamplingContext Engine::ContextOf(const scheduler::ScheduledSeq& s) const {
   return ctx;
 }
 
-std::vector<model::RowSampling> Engine::RowSamplings(const scheduler::ScheduledBatch& batch) const {
+std::vector<model::RowSampling> Engine::RowSamplings(const scheduler::ScheduledBatch& batch) {
   std::vector<model::RowSampling> rows;
   for (const scheduler::ScheduledSeq& s : batch.seqs) {
-    if (s.samples) rows.push_back(ToRowSampling(ContextOf(s)));
+    if (s.samples) rows.push_back(ToRowSampling(ContextOf(s), &seq_states_.at(s.seq->id).penalty_history));
   }
   return rows;
 }

@@ -66,6 +66,7 @@ class Engine : public EngineApi {
     uint64_t rng_seed = 0;
     Clock::time_point last_token{};
     bool has_token = false;
+    PenaltyHistory penalty_history;  // for device sampling of penalised draws (RowSamplings)
   };
   struct Incoming {
     scheduler::Request request;
@@ -105,7 +106,7 @@ class Engine : public EngineApi {
   // The sampler's view of a scheduled seq (params, history, banned ids below min_tokens, stream).
   SamplingContext ContextOf(const scheduler::ScheduledSeq& s) const;
   // What a device-sampling runner needs for each sampling seq of `batch`, in plan order.
-  std::vector<model::RowSampling> RowSamplings(const scheduler::ScheduledBatch& batch) const;
+  std::vector<model::RowSampling> RowSamplings(const scheduler::ScheduledBatch& batch);
   void FailBatch(const scheduler::ScheduledBatch& batch, const std::string& error);
   void EndAll(scheduler::FinishReason reason, const std::string& error);
   void PublishStats(int64_t step_tokens);

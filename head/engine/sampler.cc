@@ -78,7 +78,33 @@ uint64_t SequenceSeed(uint64_t request_seed, int32_t sample_index) {
   return SplitMix64(request_seed ^ SplitMix64(0x5EEDull + static_cast<uint64_t>(sample_index)));
 }
 
-model::RowSampling ToRowSampling(const SamplingContext& ctx) {
+void PenaltyHistory::Sync(std::span<const int32_t> prompt, std::span<const int32_t> output) {
+  if (!started_ || prompt.size() != prompt_size_ || output.size() < output_size_) {
+    ids_.clear();
+    counts_.clear();
+    index_.clear();
+    for (const int32_t id : prompt) {
+      if (index_.emplace(id, ids_.size()).second) {
+        ids_.push_back(id);
+        counts_.push_back(0);
+      }
+    }
+    prompt_size_ = prompt.size();
+    output_size_ = 0;
+    started_ = true;
+  }
+  for (size_t i = output_size_; i < output.size(); ++i) {
+    const auto [it, added] = index_.emplace(output[i], ids_.size());
+    if (added) {
+      ids_.push_back(output[i]);
+      counts_.push_back(0);
+    }
+    ++counts_[it->second];
+  }
+  output_size_ = output.size();
+}
+
+model::RowSampling ToRowSampling(const SamplingContext& ctx, PenaltyHistory* history) {
   const scheduler::SamplingParams& p = *ctx.params;
   model::RowSampling r;
   r.temperature = p.temperature;
@@ -92,7 +118,11 @@ model::RowSampling ToRowSampling(const SamplingContext& ctx) {
   r.uniform = UniformAt(ctx.rng_seed, ctx.output.size());
   r.banned.assign(ctx.banned.begin(), ctx.banned.end());
   for (const auto& [id, b] : p.logit_bias) r.bias.emplace_back(id, b);
-  if (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+  if ((p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) && history) {
+    history->Sync(ctx.prompt, ctx.output);
+    r.history_ids = history->ids();
+    r.history_output_counts = history->output_counts();
+  } else if (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
     std::map<int32_t, int32_t> counts;  // id -> occurrences in the output (0: prompt only)
     for (const int32_t id : ctx.prompt) counts.emplace(id, 0);
     for (const int32_t id : ctx.output) ++counts[id];

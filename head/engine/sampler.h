@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -39,10 +40,29 @@ struct TokenProb {
   double prob = 0.0;
 };
 
+// A sequence's prompt + output as distinct ids with their output counts (0: prompt only), kept up to
+// date draw by draw: the engine keeps one per sequence, so a penalised draw costs its new tokens
+// rather than a pass over the whole history.
+class PenaltyHistory {
+ public:
+  // Brings the history to `prompt` + `output`: appends the output tokens since the last call, or
+  // starts over when the prompt or the already-counted output changed length.
+  void Sync(std::span<const int32_t> prompt, std::span<const int32_t> output);
+  const std::vector<int32_t>& ids() const { return ids_; }            // distinct, in first-seen order
+  const std::vector<int32_t>& output_counts() const { return counts_; }  // per id
+
+ private:
+  std::vector<int32_t> ids_, counts_;
+  std::unordered_map<int32_t, size_t> index_;  // id -> its position in ids_
+  size_t prompt_size_ = 0, output_size_ = 0;
+  bool started_ = false;
+};
+
 // One draw flattened for a sampler on the model runner's device (model/row_sampling.h): the
 // context's parameters, banned ids and logit bias, this draw's uniform (UniformAt(rng_seed,
-// output size)), and, when a penalty is on, prompt + output as distinct ids with output counts.
-model::RowSampling ToRowSampling(const SamplingContext& ctx);
+// output size)), and, when a penalty is on, prompt + output as distinct ids with output counts
+// (from `history`, synced here, when given; else counted afresh).
+model::RowSampling ToRowSampling(const SamplingContext& ctx, PenaltyHistory* history = nullptr);
 
 // The per-sequence random stream: from the request's seed and the sample's index among n.
 uint64_t SequenceSeed(uint64_t request_seed, int32_t sample_index);

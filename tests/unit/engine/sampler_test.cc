@@ -351,3 +351,64 @@ TEST(Sampler, UniformStreamIsSpreadOverTheUnitInterval) {
 
 }  // namespace
 }  // namespace sparkserve::head
+
+namespace sparkserve::head {
+namespace {
+
+// The (id, output count) pairs of prompt + output, counted afresh.
+std::map<int32_t, int32_t> FreshCounts(const std::vector<int32_t>& prompt, const std::vector<int32_t>& output) {
+  std::map<int32_t, int32_t> counts;
+  for (int32_t id : prompt) counts.emplace(id, 0);
+  for (int32_t id : output) ++counts[id];
+  return counts;
+}
+
+std::map<int32_t, int32_t> AsMap(const PenaltyHistory& h) {
+  std::map<int32_t, int32_t> m;
+  EXPECT_EQ(h.ids().size(), h.output_counts().size());
+  for (size_t i = 0; i < h.ids().size(); ++i) EXPECT_TRUE(m.emplace(h.ids()[i], h.output_counts()[i]).second);
+  return m;
+}
+
+TEST(PenaltyHistory, GrowsDrawByDrawAsAFreshCount) {
+  std::mt19937 rng(5);
+  const std::vector<int32_t> prompt = {5, 9, 5, 2, 7, 9};
+  std::vector<int32_t> output;
+  PenaltyHistory h;
+  for (int step = 0; step < 200; ++step) {
+    h.Sync(prompt, output);
+    ASSERT_EQ(AsMap(h), FreshCounts(prompt, output)) << "step " << step;
+    output.push_back(static_cast<int32_t>(rng() % 40));
+  }
+}
+
+TEST(PenaltyHistory, StartsOverWhenTheHistoryIsNotAnExtension) {
+  PenaltyHistory h;
+  h.Sync(std::vector<int32_t>{1, 2}, std::vector<int32_t>{3, 3, 4});
+  EXPECT_EQ(AsMap(h), FreshCounts({1, 2}, {3, 3, 4}));
+  h.Sync(std::vector<int32_t>{1, 2}, std::vector<int32_t>{3});  // output shorter: counted afresh
+  EXPECT_EQ(AsMap(h), FreshCounts({1, 2}, {3}));
+  h.Sync(std::vector<int32_t>{8}, std::vector<int32_t>{3, 8});  // another prompt
+  EXPECT_EQ(AsMap(h), FreshCounts({8}, {3, 8}));
+}
+
+TEST(PenaltyHistory, RowSamplingFromTheHistoryEqualsAFreshOne) {
+  scheduler::SamplingParams p;
+  p.repetition_penalty = 1.2f;
+  p.presence_penalty = 0.5f;
+  const std::vector<int32_t> prompt = {4, 4, 11}, output = {11, 6, 6, 6};
+  const SamplingContext ctx{&p, prompt, output, {}, 3};
+  PenaltyHistory h;
+  const model::RowSampling cached = ToRowSampling(ctx, &h), fresh = ToRowSampling(ctx);
+  std::map<int32_t, int32_t> a, b;
+  for (size_t i = 0; i < cached.history_ids.size(); ++i) a[cached.history_ids[i]] = cached.history_output_counts[i];
+  for (size_t i = 0; i < fresh.history_ids.size(); ++i) b[fresh.history_ids[i]] = fresh.history_output_counts[i];
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a, (std::map<int32_t, int32_t>{{4, 0}, {6, 3}, {11, 1}}));
+  p.presence_penalty = 0.0f;
+  p.repetition_penalty = 1.0f;  // no penalty: no history sent
+  EXPECT_TRUE(ToRowSampling(ctx, &h).history_ids.empty());
+}
+
+}  // namespace
+}  // namespace sparkserve::head
