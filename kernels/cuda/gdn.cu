@@ -141,26 +141,10 @@ constexpr int kRowGroups = kGdnThreads / kColGroups;  // threads sharing a colum
 constexpr int kRed = 12;
 static_assert(kRowGroups == 32, "row groups are lane bits 2..4 and the 4 warps");
 
-struct GdnParams {
-  const float* mixed;
-  int mixed_stride;
-  const float* a;
-  const float* b;
-  int ab_stride;
-  const float* z;
-  int z_stride;
-  int nk, nv, dk, dv;
-  const float* a_log;
-  const float* dt_bias;
-  const float* norm_w;
-  float eps;
-  float q_scale;
-  RaggedBatchDevice batch;
+struct GdnParams : GdnLayerParams {
   int skip_from_tokens;  // seqs this long are the chunked kernel's
-  float* state;
   float* column_state;
   int max_columns;
-  __half* out;
 };
 
 // One token's inputs as a thread needs them: q/k of its rows, v/z of its 4 columns, the gate inputs.
@@ -384,10 +368,10 @@ cudaError_t LaunchCausalConv1dSilu(const float* x, int x_stride, int channels, c
   }
 }
 
-cudaError_t LaunchGatedDeltaNet(const GdnInput& in, const GdnShape& shape, const float* a_log, const float* dt_bias,
-                                const float* norm_w, float eps, const RaggedBatchDevice& batch, int skip_from_tokens,
-                                float* state, float* column_state, int max_columns, __half* out, cudaStream_t stream) {
-  GdnParams p;
+GdnLayerParams MakeGdnLayerParams(const GdnInput& in, const GdnShape& shape, const float* a_log, const float* dt_bias,
+                                  const float* norm_w, float eps, const RaggedBatchDevice& batch, float* state,
+                                  __half* out) {
+  GdnLayerParams p;
   p.mixed = in.mixed;
   p.mixed_stride = in.mixed_stride;
   p.a = in.a;
@@ -403,13 +387,21 @@ cudaError_t LaunchGatedDeltaNet(const GdnInput& in, const GdnShape& shape, const
   p.dt_bias = dt_bias;
   p.norm_w = norm_w;
   p.eps = eps;
-  p.q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.dk)));  // as the CPU model
+  p.q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.dk)));
   p.batch = batch;
-  p.skip_from_tokens = skip_from_tokens;
   p.state = state;
+  p.out = out;
+  return p;
+}
+
+cudaError_t LaunchGatedDeltaNet(const GdnInput& in, const GdnShape& shape, const float* a_log, const float* dt_bias,
+                                const float* norm_w, float eps, const RaggedBatchDevice& batch, int skip_from_tokens,
+                                float* state, float* column_state, int max_columns, __half* out, cudaStream_t stream) {
+  GdnParams p;
+  static_cast<GdnLayerParams&>(p) = MakeGdnLayerParams(in, shape, a_log, dt_bias, norm_w, eps, batch, state, out);
+  p.skip_from_tokens = skip_from_tokens;
   p.column_state = column_state;
   p.max_columns = max_columns;
-  p.out = out;
   const int slices = (shape.dv + kGdnSliceColumns - 1) / kGdnSliceColumns;
   if (shape.dk <= 32) return LaunchGdn<1>(p, slices, stream);
   if (shape.dk <= 64) return LaunchGdn<2>(p, slices, stream);

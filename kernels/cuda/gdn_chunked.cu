@@ -123,25 +123,9 @@ __device__ __forceinline__ void TileGemm(float acc[4], const float* a, int a_r, 
   }
 }
 
-struct ChunkParams {
-  const float* mixed;
-  int mixed_stride;
-  const float* a;
-  const float* b;
-  int ab_stride;
-  const float* z;
-  int z_stride;
-  int nk, nv, dk, dv;
+struct ChunkParams : GdnLayerParams {
   int dkp;  // dk rounded up to 16 (the state product's row tiles); columns dk..dkp-1 are zeros
-  const float* a_log;
-  const float* dt_bias;
-  const float* norm_w;
-  float eps;
-  float q_scale;
-  RaggedBatchDevice batch;
   int min_tokens;  // seqs with fewer tokens are left to the sequential kernel
-  float* state;
-  __half* out;
 };
 
 // Shared memory, in floats: q, k [C][dkp + 4]; S [dkp][kLdW]; D (v -> rhs -> delta), O [C][kLdW];
@@ -435,27 +419,9 @@ cudaError_t LaunchGatedDeltaNetChunked(const GdnInput& in, const GdnShape& shape
     return cudaErrorInvalidValue;
   }
   ChunkParams p;
-  p.mixed = in.mixed;
-  p.mixed_stride = in.mixed_stride;
-  p.a = in.a;
-  p.b = in.b;
-  p.ab_stride = in.ab_stride;
-  p.z = in.z;
-  p.z_stride = in.z_stride;
-  p.nk = shape.nk;
-  p.nv = shape.nv;
-  p.dk = shape.dk;
-  p.dv = shape.dv;
+  static_cast<GdnLayerParams&>(p) = MakeGdnLayerParams(in, shape, a_log, dt_bias, norm_w, eps, batch, state, out);
   p.dkp = (shape.dk + 15) / 16 * 16;
-  p.a_log = a_log;
-  p.dt_bias = dt_bias;
-  p.norm_w = norm_w;
-  p.eps = eps;
-  p.q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.dk)));  // as the CPU model
-  p.batch = batch;
   p.min_tokens = std::max(min_tokens, 1);
-  p.state = state;
-  p.out = out;
   return tensor_cores ? LaunchChunked<true>(p, stream) : LaunchChunked<false>(p, stream);
 }
 

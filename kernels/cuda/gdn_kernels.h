@@ -28,9 +28,33 @@ inline constexpr int kGdnChunkedMaxDk = 128;
 // (the rest of the step to the sequential one). The sequential kernel pays one block-wide reduction
 // and one cluster barrier per token (~1 us a token at the 4B's shape: 5.5 us for a decode step
 // including the launch); a chunk of the chunked kernel costs about as much as a few such tokens
-// whatever its length, so past ~16 tokens it wins and at 4096 it is far ahead (gpu_kernel_check
-// prints both). Decode (1 token a seq, graph-captured) never reaches it.
+// whatever its length, so past ~16 tokens it wins (measured on the H200 at the 4B's shape: 1.4x at
+// 512 tokens, 1.2x at 4096; gpu_kernel_check prints both). Decode (1 token a seq, graph-captured)
+// never reaches it.
 inline constexpr int kGdnChunkedMinTokens = 16;
+
+// What both GDN kernels read of a layer and a step (their parameter structs extend it).
+struct GdnLayerParams {
+  const float* mixed;
+  int mixed_stride;
+  const float* a;
+  const float* b;
+  int ab_stride;
+  const float* z;
+  int z_stride;
+  int nk, nv, dk, dv;
+  const float* a_log;
+  const float* dt_bias;
+  const float* norm_w;
+  float eps;
+  float q_scale;  // dk^-0.5, as the CPU model
+  RaggedBatchDevice batch;
+  float* state;
+  __half* out;
+};
+GdnLayerParams MakeGdnLayerParams(const GdnInput& in, const GdnShape& shape, const float* a_log, const float* dt_bias,
+                                  const float* norm_w, float eps, const RaggedBatchDevice& batch, float* state,
+                                  __half* out);
 
 cudaError_t LaunchCausalConv1dSilu(const float* x, int x_stride, int channels, const float* w, int K,
                                    const RaggedBatchDevice& batch, float* window, float* column_window,

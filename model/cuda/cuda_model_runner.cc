@@ -60,11 +60,15 @@ absl::Status CudaModelRunner::Init(const std::string& model_dir) {
   CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   ASSIGN_OR_RETURN(config_, LoadQwen35Config(model_dir));
+  std::map<std::string, std::pair<float, float>> kv_scales;  // attention module -> {k_scale, v_scale}
   {
     ASSIGN_OR_RETURN(quant::Checkpoint ckpt, quant::Checkpoint::Open(model_dir));
     CudaLinearOptions linear_options;
     linear_options.w4a4_prefill = options_.w4a4_prefill;
     ASSIGN_OR_RETURN(weights_, CudaModelWeights::Load(config_, ckpt, linear_options));
+    if (options_.kv_dtype == kc::KvDtype::kFp8E4M3) {
+      ASSIGN_OR_RETURN(kv_scales, ReadKvScales(ckpt));
+    }
   }
   const auto& c = config_;
   const int64_t d = c.hidden_size, H = c.num_attention_heads, KV = c.num_key_value_heads, hd = c.head_dim;
@@ -152,23 +156,9 @@ absl::Status CudaModelRunner::Init(const std::string& model_dir) {
     r.max_batch = options_.num_slots;
     ASSIGN_OR_RETURN(options_.num_kv_pages, PlanKvPages(r));
   }
-  std::map<int64_t, std::pair<float, float>> kv_scales;  // decoder layer -> {k_scale, v_scale}
-  if (options_.kv_dtype == kc::KvDtype::kFp8E4M3) {
-    ASSIGN_OR_RETURN(quant::Checkpoint ckpt, quant::Checkpoint::Open(model_dir));
-    ASSIGN_OR_RETURN(auto by_module, ReadKvScales(ckpt));
-    for (const auto& [module, scales] : by_module) {  // "[model.][language_model.]layers.N.self_attn", not mtp.*
-      constexpr std::string_view kTail = ".self_attn";
-      const size_t at = module.rfind("layers.");
-      if (module.starts_with("mtp.") || at == std::string::npos || !module.ends_with(kTail)) continue;
-      const std::string n = module.substr(at + 7, module.size() - kTail.size() - at - 7);
-      if (!n.empty() && std::all_of(n.begin(), n.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
-        kv_scales[std::stoll(n)] = scales;
-      }
-    }
-    if (kv_scales.empty()) {
-      spdlog::warn("cuda runner: fp8 KV cache without k_scale / v_scale in the checkpoint: scale 1.0 (|K|, |V| "
-                   "beyond 448 saturate); `sparkserve quantize` with calibration stores per-layer scales");
-    }
+  if (options_.kv_dtype == kc::KvDtype::kFp8E4M3 && kv_scales.empty()) {
+    spdlog::warn("cuda runner: fp8 KV cache without k_scale / v_scale in the checkpoint: scale 1.0 (|K|, |V| "
+                 "beyond 448 saturate); `sparkserve quantize` with calibration stores per-layer scales");
   }
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     if (kv_index_[static_cast<size_t>(layer)] < 0) continue;
@@ -176,7 +166,8 @@ absl::Status CudaModelRunner::Init(const std::string& model_dir) {
     KvState kv;
     ASSIGN_OR_RETURN(kv.k, DeviceBuffer<uint8_t>::Zeros(n));
     ASSIGN_OR_RETURN(kv.v, DeviceBuffer<uint8_t>::Zeros(n));
-    if (auto it = kv_scales.find(layer); it != kv_scales.end()) {
+    const std::string attention = fmt::format("{}layers.{}.self_attn", c.weight_prefix(), layer);
+    if (auto it = kv_scales.find(attention); it != kv_scales.end()) {
       kv.k_scale = it->second.first;
       kv.v_scale = it->second.second;
     }

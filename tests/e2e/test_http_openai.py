@@ -9,7 +9,7 @@ import openai
 import pytest
 from tokenizers import Tokenizer
 
-from conftest import API_KEY, BACKEND, RUNNER_FLAGS, MODEL_NAME, SPARKSERVE
+from conftest import API_KEY, RUNNER_FLAGS, MODEL_NAME, SPARKSERVE
 
 USER = [{"role": "user", "content": "hello world"}]
 

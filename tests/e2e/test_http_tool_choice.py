@@ -5,13 +5,11 @@ is random, so its call stays unfinished and comes back as text, forced opening i
 import json
 import subprocess
 
-import anthropic
 import httpx
-import openai
 import pytest
 from tokenizers import Tokenizer
 
-from conftest import API_KEY, BACKEND, RUNNER_FLAGS, MODEL_NAME, SPARKSERVE, Server
+from conftest import API_KEY, RUNNER_FLAGS, MODEL_NAME, SPARKSERVE, Server
 
 USER = [{"role": "user", "content": "hello world"}]
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
@@ -25,15 +23,8 @@ def server(model_dir):
     yield s
     assert s.stop() == 0, s.stderr
 
-
-@pytest.fixture()
-def openai_client(server):
-    return openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0, timeout=60)
-
-
-@pytest.fixture()
-def anthropic_client(server):
-    return anthropic.Anthropic(base_url=server.url, api_key=API_KEY, max_retries=0, timeout=60)
+# openai_client / anthropic_client (conftest) talk to this module's `server`: pytest resolves a
+# fixture's dependency by the nearest definition.
 
 
 def prompt_ids(server, **kw):
