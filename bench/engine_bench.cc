@@ -75,6 +75,21 @@ absl::Status Prefill(model::ModelRunner& runner, std::vector<SeqState>& seqs, in
   }
 }
 
+#ifdef SPARKSERVE_WITH_CUDA
+// One profiled step's op times, biggest first (bench engine --profile).
+void PrintOpProfile(FILE* f, const std::string& what, std::vector<model::cuda::CudaModelRunner::OpTime> ops) {
+  std::sort(ops.begin(), ops.end(), [](const auto& x, const auto& y) { return x.micros > y.micros; });
+  double total = 0;
+  for (const auto& op : ops) total += op.micros;
+  std::fprintf(f, "profile: %s on the GPU: %.1f us\n", what.c_str(), total);
+  std::fprintf(f, "  %-24s %6s %10s %10s %6s\n", "op", "count", "total us", "us each", "share");
+  for (const auto& op : ops) {
+    std::fprintf(f, "  %-24s %6d %10.1f %10.2f %5.1f%%\n", op.op.c_str(), op.count, op.micros, op.micros / op.count,
+                 100 * op.micros / total);
+  }
+}
+#endif
+
 }  // namespace
 
 int RunBenchEngine(const BenchEngineArgs& a) {
@@ -199,17 +214,9 @@ int RunBenchEngine(const BenchEngineArgs& a) {
           spdlog::error("bench engine: profiled decode: {}", std::string(st.message()));
           return 1;
         }
-        std::vector<model::cuda::CudaModelRunner::OpTime> ops = cuda_runner->TakeOpProfile();
-        std::sort(ops.begin(), ops.end(), [](const auto& x, const auto& y) { return x.micros > y.micros; });
-        double total = 0;
-        for (const auto& op : ops) total += op.micros;
-        FILE* f = a.json_path == "-" ? stderr : stdout;
-        std::fprintf(f, "profile: batch %d context %d, one decode step on the GPU: %.1f us\n", batch, context, total);
-        std::fprintf(f, "  %-24s %6s %10s %10s %6s\n", "op", "count", "total us", "us each", "share");
-        for (const auto& op : ops) {
-          std::fprintf(f, "  %-24s %6d %10.1f %10.2f %5.1f%%\n", op.op.c_str(), op.count, op.micros, op.micros / op.count,
-                       100 * op.micros / total);
-        }
+        PrintOpProfile(a.json_path == "-" ? stderr : stdout,
+                       fmt::format("batch {} context {}, one decode step", batch, context),
+                       cuda_runner->TakeOpProfile());
       }
 #endif
       std::sort(seconds.begin(), seconds.end());
@@ -258,6 +265,19 @@ int RunBenchEngine(const BenchEngineArgs& a) {
         }
         if (r > 0) seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       }
+#ifdef SPARKSERVE_WITH_CUDA
+      if (a.profile && cuda_runner != nullptr) {  // the first step of one more prefill
+        cuda_runner->ProfileNextStep();
+        if (auto st = Prefill(runner, seqs, prompt, sizing.max_step_tokens, vocab, rng, true); !st.ok()) {
+          spdlog::error("bench engine: profiled prefill: {}", std::string(st.message()));
+          return 1;
+        }
+        PrintOpProfile(a.json_path == "-" ? stderr : stdout,
+                       fmt::format("batch {} prompt {}, the first prefill step ({} tokens a step at most)", batch,
+                                   prompt, sizing.max_step_tokens),
+                       cuda_runner->TakeOpProfile());
+      }
+#endif
       std::sort(seconds.begin(), seconds.end());
       PrefillPoint p{batch, prompt, seconds[seconds.size() / 2], 0};
       p.tok_per_s = static_cast<double>(batch) * prompt / p.seconds;

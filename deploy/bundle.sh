@@ -2,16 +2,20 @@
 # Makes a relocatable bundle: DIR/bin (the binaries) + DIR/lib (every shared library they need
 # beyond glibc and the C++ runtime), each binary's RPATH set to $ORIGIN/../lib. The bundle runs on
 # machines that lack our build dependencies (e.g. a GPU box with only the driver).
-#   deploy/bundle.sh [--build-dir DIR] [--out BUNDLE_DIR] [BINARY_NAME...]   (default: all of DIR/bin)
+#   deploy/bundle.sh [--build-dir DIR] [--out BUNDLE_DIR] [--archive FILE.tar.xz] [BINARY_NAME...]
+# (default: all of DIR/bin). --archive also packs the bundle into one xz tarball (the kernels' SASS
+# compresses ~6x: what a copy to a GPU machine with a size limit should carry).
 source "$(dirname "$0")/common.sh"
 BUILD_DIR="$REPO_ROOT/build"
 OUT="$REPO_ROOT/build/bundle"
+ARCHIVE=""
 NAMES=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) BUILD_DIR="$(realpath -m "$2")"; shift 2 ;;
     --out) OUT="$(realpath -m "$2")"; shift 2 ;;
-    -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
+    --archive) ARCHIVE="$(realpath -m "$2")"; shift 2 ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
     -*) die "unknown argument '$1' (see --help)" ;;
     *) NAMES+=("$1"); shift ;;
   esac
@@ -34,3 +38,7 @@ done
 for lib in "$OUT"/lib/*; do patchelf --set-rpath '$ORIGIN' "$lib"; done
 strip --strip-debug "$OUT"/bin/* "$OUT"/lib/* 2>/dev/null || true
 log "bundle: $OUT ($(du -sh "$OUT" | cut -f1))"
+if [ -n "$ARCHIVE" ]; then
+  tar -C "$(dirname "$OUT")" -cf - "$(basename "$OUT")" | xz -6 -T0 >"$ARCHIVE"
+  log "bundle archive: $ARCHIVE ($(du -sh "$ARCHIVE" | cut -f1))"
+fi

@@ -89,7 +89,9 @@ void AddBenchEngineSubcommand(CLI::App& bench, int* exit_code) {
   cmd->add_flag("--enforce-eager", args->enforce_eager, "cuda: no CUDA graphs");
   cmd->add_option("--kv-dtype", args->kv_dtype, "KV cache dtype: bf16 (default) or fp8 (cuda)")
       ->check(CLI::IsMember({"bf16", "fp8"}));
-  cmd->add_flag("--profile", args->profile, "cuda: print each op's GPU time in one more decode step per point");
+  cmd->add_flag("--profile", args->profile,
+                "cuda: print each op's GPU time in one more decode step per point and in the first step of one "
+                "more prefill per prompt length");
   cmd->add_option("--json", args->json_path, "write the results as JSON to FILE ('-': stdout)");
   cmd->callback([args, exit_code] { *exit_code = bench::RunBenchEngine(*args); });
 }

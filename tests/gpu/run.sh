@@ -10,7 +10,7 @@
 #   model   gpu_model_test: the CUDA runner against the CPU runner (golden fixtures, demo models)
 #   e2e     the HTTP e2e suite (official openai/anthropic SDKs) with `serve --backend cuda`
 #   4b      a random 4B nvfp4-mixed model: logits vs CPU, `bench engine`, `bench serve` at batch 1
-#           (BENCH_BATCH, BENCH_CONTEXT, BENCH_PROMPT=prompt lengths for prefill, BENCH_PROFILE=1), many
+#           (BENCH_BATCH, BENCH_CONTEXT, BENCH_PROMPT=prompt lengths for prefill, BENCH_PROFILE=1: op times), many
 #           sequences at 1K context (BENCH_WIDE_BATCH), prefill TTFT (BENCH_PREFILL), fp8 KV at 8K
 # Logs go to $OUT (or /tmp); a short table of results comes last. Exit 1 when any check fails.
 set -uo pipefail
@@ -118,10 +118,10 @@ if want 4b; then
   # Many sequences at 1K context (aggregate decode: the GEMM path past 8 rows), then the prefill of
   # one fresh prompt (tok/s, time to first token).
   "$BIN/sparkserve" bench engine "$M4B" --batch "${BENCH_WIDE_BATCH:-64}" --context 1024 --steps 32 --repeats 3 \
-    --json "$LOG_DIR/bench_engine_wide.json" 2>&1 | tee "$LOG_DIR/bench_engine_wide.log"
+    ${BENCH_PROFILE:+--profile} --json "$LOG_DIR/bench_engine_wide.json" 2>&1 | tee "$LOG_DIR/bench_engine_wide.log"
   record engine-wide "${PIPESTATUS[0]}" "$(awk '$2=="1024" {print "batch " $1 ": " $3 " tok/s, " $7 " of floor"}' "$LOG_DIR/bench_engine_wide.log" | head -1)"
   "$BIN/sparkserve" bench engine "$M4B" --batch 1 --context 0 --prompt-len "${BENCH_PREFILL:-512,4096}" --steps 8 --repeats 3 \
-    --json "$LOG_DIR/bench_engine_prefill.json" 2>&1 | tee "$LOG_DIR/bench_engine_prefill.log"
+    ${BENCH_PROFILE:+--profile} --json "$LOG_DIR/bench_engine_prefill.json" 2>&1 | tee "$LOG_DIR/bench_engine_prefill.log"
   record prefill "${PIPESTATUS[0]}" "$(awk '$2=="4096" && NF==4 {print "4096 tokens: " $3 " tok/s, TTFT " $4 " ms"}' "$LOG_DIR/bench_engine_prefill.log")"
   # The fp8 KV cache at long context (half the KV bytes a token).
   "$BIN/sparkserve" bench engine "$M4B" --kv-dtype fp8 --batch "${BENCH_BATCH:-1,8}" --context 8192 --steps 64 --repeats 3 \
