@@ -106,6 +106,10 @@ int RunBenchEngine(const BenchEngineArgs& a) {
   for (int p : a.prompt_lens) {
     if (p < 1) { spdlog::error("bench engine: --prompt-len {} < 1", p); return 2; }
   }
+  if (a.max_step_tokens < 1) {
+    spdlog::error("bench engine: --max-num-batched-tokens {} < 1", a.max_step_tokens);
+    return 2;
+  }
   const int max_batch = *std::max_element(a.batches.begin(), a.batches.end());
   int max_context = *std::max_element(a.contexts.begin(), a.contexts.end());
   for (int p : a.prompt_lens) max_context = std::max(max_context, p);
@@ -113,7 +117,7 @@ int RunBenchEngine(const BenchEngineArgs& a) {
   sizing.backend = a.backend;
   sizing.max_batch = max_batch;
   sizing.max_seq_len = max_context + a.warmup + a.steps * a.repeats + 2;
-  sizing.max_step_tokens = std::max(2048, max_batch);
+  sizing.max_step_tokens = std::max(a.max_step_tokens, max_batch);
   sizing.cuda_graphs = !a.enforce_eager;
   sizing.kv_dtype = a.kv_dtype;
   auto loaded = head::LoadModelRunner(a.model_dir, sizing);

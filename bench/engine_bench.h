@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "head/cli/model_runner_factory.h"
+
 namespace sparkserve::bench {
 
 struct BenchEngineArgs {
@@ -19,6 +21,7 @@ struct BenchEngineArgs {
   int steps = 64;          // timed decode steps per point
   int warmup = 8;          // untimed decode steps first (graph capture happens here)
   int repeats = 3;         // timed windows per point; the median is reported
+  int max_step_tokens = head::RunnerSizing{}.max_step_tokens;  // prefill tokens a step, as serve's default
   bool enforce_eager = false;
   std::string kv_dtype = "bf16";  // bf16 | fp8 (cuda)
   bool profile = false;    // cuda: per-op GPU time of one more decode step per point

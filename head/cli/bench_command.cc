@@ -84,6 +84,8 @@ void AddBenchEngineSubcommand(CLI::App& bench, int* exit_code) {
                   "also time prefill: fresh prompts of these lengths per batch, to their first token (TTFT)")
       ->delimiter(',');
   cmd->add_option("--steps", args->steps, "timed decode steps per window (default 64)");
+  cmd->add_option("--max-num-batched-tokens", args->max_step_tokens,
+                  "tokens of one prefill step, as serve's flag (default 8192)");
   cmd->add_option("--warmup", args->warmup, "untimed decode steps first (default 8)");
   cmd->add_option("--repeats", args->repeats, "timed windows; the median is reported (default 3)");
   cmd->add_flag("--enforce-eager", args->enforce_eager, "cuda: no CUDA graphs");

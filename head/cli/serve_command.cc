@@ -32,8 +32,8 @@ struct ServeArgs {
   int max_batch = 8;
   int max_seq_len = 4096;
   int max_tokens = 0;
-  int prefill_chunk = 512;
-  int max_num_batched_tokens = 2048;
+  int prefill_chunk = 0;  // 0: the step budget
+  int max_num_batched_tokens = RunnerSizing{}.max_step_tokens;
   std::string kv_dtype = "bf16";
   bool w4a4_prefill = false;
   std::string api_key;
@@ -72,7 +72,7 @@ int Serve(const ServeArgs& a) {
     return 2;
   }
   if (a.port < 0 || a.port > 65535 || a.max_batch < 1 || a.max_seq_len < 2 || a.max_tokens < 0 ||
-      a.prefill_chunk < 1 || a.max_queue < 1 || a.io_threads < 1 || a.max_body_mb < 1) {
+      a.prefill_chunk < 0 || a.max_queue < 1 || a.io_threads < 1 || a.max_body_mb < 1) {
     spdlog::error("serve: out-of-range option (check --port, --max-batch, --max-seq-len, --max-tokens, "
                   "--prefill-chunk, --max-queue, --io-threads, --max-body-mb)");
     return 2;
@@ -198,8 +198,10 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-batch", a->max_batch, "running sequences at most (default 8)");
   cmd->add_option("--max-seq-len", a->max_seq_len, "prompt + output tokens per sequence (default 4096)");
   cmd->add_option("--max-tokens", a->max_tokens, "output cap when a request sets none (default 0: the context)");
-  cmd->add_option("--prefill-chunk", a->prefill_chunk, "prompt tokens one sequence prefills per step (default 512)");
-  cmd->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "token budget of one step (default 2048)");
+  cmd->add_option("--prefill-chunk", a->prefill_chunk, "most prompt tokens one sequence prefills per step (default 0: the whole step budget, as vLLM; "
+                  "lower it to keep decodes flowing beside long prompts)");
+  cmd->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "token budget of one step: prefill chunks + decodes (default 8192; lower it on small GPUs to bound a "
+                  "step's latency and activation memory)");
   cmd->add_option("--kv-dtype", a->kv_dtype,
                   "KV cache dtype: bf16 (default) or fp8 (CUDA only: e4m3 with the checkpoint's calibrated k/v scales, "
                   "half the memory a token; the CPU backend keeps fp32)")

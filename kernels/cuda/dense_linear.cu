@@ -6,8 +6,12 @@
 //   reduction ends it. Small `out` takes kOuts = 1 so that there are still many blocks.
 // - scalar GEMV (rows <= 8, any `in` or alignment): one block per output feature, one element a
 //   thread a step.
-// - tiled (rows > 8): 64 x 64 output tiles, K steps of 16 staged in shared memory as f32, 4 x 4
-//   outputs a thread with fp32 FMA.
+// - tensor-core tiles (rows > 8, in % 8 == 0, 16-byte aligned W and x): mma.m16n8k16 (f16 in, f32
+//   accumulate) on 32 or 64 rows x 32 outputs a block, the block's 8 warps splitting K and adding
+//   their sums through shared memory; operands come straight from global memory (L2), 16 bytes a
+//   lane a row, the next K step's loads issued before the current step's mma.
+// - tiled fallback (rows > 8, any `in` or alignment): 64 x 64 output tiles, K steps of 16 staged in
+//   shared memory as f32, 4 x 4 outputs a thread with fp32 FMA.
 #include "kernels/cuda/dense_linear_kernels.h"
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/step_launch.h"
@@ -205,6 +209,149 @@ __global__ void __launch_bounds__(kTileThreads)
   }
 }
 
+// ---- tensor-core tiles ----
+constexpr int kMmaWarps = 8;
+constexpr int kMmaTileN = 32;  // outputs a block: 4 mma n-tiles of 8
+
+// Eight bf16 (16 bytes) as four f16x2 words, saturated to the f16 range. bf16 -> f16 is exact for
+// |w| in [2^-14, 65504] (8 significant bits fit in 11); smaller weights become f16 subnormals
+// (absolute error <= 2^-25), larger ones are clamped.
+__device__ __forceinline__ uint4 Bf16x8ToHalf(uint4 v) {
+  const uint32_t in[4] = {v.x, v.y, v.z, v.w};
+  uint32_t out[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __half2 h = __floats2half2_rn(SaturateToHalfRange(__uint_as_float(in[i] << 16)),
+                                        SaturateToHalfRange(__uint_as_float(in[i] & 0xffff0000u)));
+    out[i] = *reinterpret_cast<const uint32_t*>(&h);
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+__device__ __forceinline__ void MmaF16(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                       uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// One warp's operands of a 32-element K step: lane (g, t) = (lane / 4, lane % 4) holds elements
+// 8t..8t+7 of x rows 16i + g and 16i + g + 8 (i < kMTiles) and of W rows 8j + g (j < 4), zeros past
+// `in`. The K order inside the step is permuted identically for both operands (any fixed
+// permutation leaves the sum unchanged): the first mma takes each lane's elements 0..3 as its
+// k-slots 2t, 2t+1, 2t+8, 2t+9, the second its elements 4..7.
+template <int kMTiles>
+struct MmaStep {
+  uint4 x[kMTiles][2];
+  uint4 w[4];
+};
+
+template <int kMTiles>
+__device__ __forceinline__ void LoadMmaStep(MmaStep<kMTiles>& s, const uint4* const xrow[kMTiles][2],
+                                            const uint4* const wrow[4], int vec, bool valid) {
+#pragma unroll
+  for (int i = 0; i < kMTiles; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) s.x[i][h] = valid ? __ldg(xrow[i][h] + vec) : make_uint4(0, 0, 0, 0);
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) s.w[j] = valid ? __ldg(wrow[j] + vec) : make_uint4(0, 0, 0, 0);
+}
+
+// grid (ceil(out / 32), ceil(rows / (16 kMTiles))), kMmaWarps * 32 threads, dynamic shared memory
+// kMmaWarps * 16 kMTiles * 32 floats. Warp w takes the K steps w, w + kMmaWarps, ...; rows and
+// outputs past the matrices read a valid row (clamped) and are never stored.
+template <int kMTiles>
+__global__ void __launch_bounds__(kMmaWarps * 32)
+    DenseMmaKernel(const __nv_bfloat16* __restrict__ w, int out, int in, const __half* __restrict__ x, int rows,
+                   float* __restrict__ y) {
+  WaitForPriorGrids();
+  AllowNextGrid();
+  constexpr int kTileM = 16 * kMTiles;
+  extern __shared__ __align__(16) float sums[];  // [warp][kTileM][kMmaTileN]
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int m0 = static_cast<int>(blockIdx.y) * kTileM, n0 = static_cast<int>(blockIdx.x) * kMmaTileN;
+  const int vecs = in / 8;  // 16-byte vectors a row
+  const uint4* xrow[kMTiles][2];
+  const uint4* wrow[4];
+#pragma unroll
+  for (int i = 0; i < kMTiles; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = min(m0 + 16 * i + g + 8 * h, rows - 1);
+      xrow[i][h] = reinterpret_cast<const uint4*>(x + static_cast<size_t>(r) * in) + t;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    wrow[j] = reinterpret_cast<const uint4*>(w + static_cast<size_t>(min(n0 + 8 * j + g, out - 1)) * in) + t;
+  }
+  float acc[kMTiles][4][4];
+#pragma unroll
+  for (int i = 0; i < kMTiles; ++i) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+    }
+  }
+  const int steps = (vecs + 3) / 4;  // 32-element K steps
+  MmaStep<kMTiles> cur, next;
+  LoadMmaStep(cur, xrow, wrow, 4 * warp, warp < steps && 4 * warp + t < vecs);
+  for (int step = warp; step < steps; step += kMmaWarps) {
+    const int nstep = step + kMmaWarps;
+    LoadMmaStep(next, xrow, wrow, 4 * nstep, nstep < steps && 4 * nstep + t < vecs);
+    uint4 wh[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) wh[j] = Bf16x8ToHalf(cur.w[j]);
+#pragma unroll
+    for (int i = 0; i < kMTiles; ++i) {
+      const uint4 lo = cur.x[i][0], hi = cur.x[i][1];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        MmaF16(acc[i][j], lo.x, hi.x, lo.y, hi.y, wh[j].x, wh[j].y);
+        MmaF16(acc[i][j], lo.z, hi.z, lo.w, hi.w, wh[j].z, wh[j].w);
+      }
+    }
+    cur = next;
+  }
+  // The warps' partial sums meet in shared memory; accumulator e of tile (i, j) is row 16i + g + 8(e / 2),
+  // output 8j + 2t + e % 2.
+  float* mine = sums + warp * kTileM * kMmaTileN;
+#pragma unroll
+  for (int i = 0; i < kMTiles; ++i) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) mine[(16 * i + g + 8 * (e >> 1)) * kMmaTileN + 8 * j + 2 * t + (e & 1)] = acc[i][j][e];
+    }
+  }
+  __syncthreads();
+  for (int idx = static_cast<int>(threadIdx.x); idx < kTileM * kMmaTileN; idx += kMmaWarps * 32) {
+    const int r = m0 + idx / kMmaTileN, o = n0 + idx % kMmaTileN;
+    float s = 0.f;
+#pragma unroll
+    for (int p = 0; p < kMmaWarps; ++p) s += sums[p * kTileM * kMmaTileN + idx];
+    if (r < rows && o < out) y[static_cast<size_t>(r) * out + o] = s;
+  }
+}
+
+template <int kMTiles>
+cudaError_t LaunchDenseMma(const __nv_bfloat16* w, int out, int in, const __half* x, int rows, float* y,
+                           cudaStream_t stream) {
+  constexpr int kTileM = 16 * kMTiles;
+  const size_t smem = sizeof(float) * kMmaWarps * kTileM * kMmaTileN;
+  const cudaError_t attr = cudaFuncSetAttribute(DenseMmaKernel<kMTiles>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                static_cast<int>(smem));
+  if (attr != cudaSuccess) return attr;
+  const dim3 grid((out + kMmaTileN - 1) / kMmaTileN, (rows + kTileM - 1) / kTileM);
+  LaunchStepKernel(DenseMmaKernel<kMTiles>, grid, dim3(kMmaWarps * 32), smem, stream, w, out, in, x, rows, y);
+  return cudaGetLastError();
+}
+
 // Warps for `vecs` 16-byte vectors a row: at most kGemvMaxWarps, as many iterations for each.
 int GemvThreads(int vecs) {
   const int chunks = (vecs + 31) / 32;  // warp-wide loads a row
@@ -234,6 +381,10 @@ cudaError_t LaunchDenseLinearBf16(const __nv_bfloat16* w, int out, int in, const
                                   cudaStream_t stream) {
   if (rows > kDenseGemvMaxRows) {
     if (rows > kDenseMaxRows) return cudaErrorInvalidValue;
+    if (in % 8 == 0 && Aligned16(w) && Aligned16(x)) {
+      return rows <= 32 ? LaunchDenseMma<2>(w, out, in, x, rows, y, stream)
+                        : LaunchDenseMma<4>(w, out, in, x, rows, y, stream);
+    }
     const dim3 grid((out + kTileN - 1) / kTileN, (rows + kDenseTileRows - 1) / kDenseTileRows);
     LaunchStepKernel(DenseTiledKernel, dim3(grid), dim3(kTileThreads), 0, stream, w, out, in, x, rows, y);
     return cudaGetLastError();

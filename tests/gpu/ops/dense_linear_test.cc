@@ -1,7 +1,8 @@
 // GPU dense bf16 linear (kernels/cuda/dense_linear.h) against the CPU Linear (kernels/cpu/ops.h)
 // on the same bf16-rounded weights and f16-rounded activations, outputs poisoned with NaN: the
 // GEMV path (rows <= 8: the 4B's GDN in_proj_a/b, a square 2560 layer, an lm_head-like 8192 x 2560),
-// its scalar fallback (odd `in`, offset pointers) and the tiled path (rows > 8).
+// its scalar fallback (odd `in`, offset pointers), the tensor-core tiles (rows > 8) and their f32
+// fallback (odd `in`, offset pointers).
 #include "kernels/cuda/dense_linear.h"
 
 #include <string>
@@ -77,12 +78,24 @@ TEST(DenseLinearTest, ScalarGemvMatchesCpu) {
   for (const LinearCase& c : cases) CheckAgainstCpu(c);
 }
 
-TEST(DenseLinearTest, TiledMatchesCpu) {
+// rows > 8 with in % 8 == 0 and aligned pointers: the tensor-core tiles (32-row tiles up to 32 rows,
+// 64-row tiles past that; K steps of 32 with a partial last step when in % 32 != 0).
+TEST(DenseLinearTest, MmaTilesMatchCpu) {
   ASSERT_TRUE(HasCudaDevice());
   const LinearCase cases[] = {
-      {9, 2560, 2560}, {64, 200, 2560}, {300, 130, 264}, {300, 37, 100},  // partial tiles, in % 16 != 0
-      {9, 1, 7},       {65, 65, 17},    {300, 32, 2560},                    // GDN in_proj_a/b at prefill
-      {128, 64, 16},   {10, 3, 24, 1},
+      {9, 2560, 2560}, {64, 200, 2560}, {300, 130, 264},  // partial row / output tiles, in % 32 != 0
+      {64, 64, 2560},  {4096, 64, 2560},                   // the 4B's fused in_proj_a/b: 64 seqs, a prefill chunk
+      {300, 32, 2560}, {32, 33, 2560},  {33, 31, 9216},    // the row-tile switch at 32; the 4B's down width
+      {17, 1, 8},      {128, 64, 16},   {40, 7, 24},       // one output, in below one K step
+  };
+  for (const LinearCase& c : cases) CheckAgainstCpu(c);
+}
+
+// rows > 8 with in % 8 != 0 or a misaligned pointer: the f32 tiled fallback.
+TEST(DenseLinearTest, TiledFallbackMatchesCpu) {
+  ASSERT_TRUE(HasCudaDevice());
+  const LinearCase cases[] = {
+      {300, 37, 100}, {9, 1, 7}, {65, 65, 17}, {10, 3, 24, 1}, {70, 64, 2560, 2},
   };
   for (const LinearCase& c : cases) CheckAgainstCpu(c);
 }
