@@ -36,7 +36,7 @@ namespace cg = cooperative_groups;
 
 constexpr int kDecodeThreads = 256;
 constexpr int kDecodeWarps = kDecodeThreads / 32;
-constexpr int kWholeHeadGroups = 32;  // float4 column groups a block: whole head (128 columns)
+constexpr int kWholeHeadGroups = 32;                      // float4 column groups a block: whole head (128 columns)
 constexpr int kSplitGroups = kGdnDecodeSplitColumns / 4;  // split columns (32 columns)
 static_assert(kGdnMaxDv <= 4 * kWholeHeadGroups, "a whole-head block covers dv");
 static_assert((kGdnMaxDv + kGdnDecodeSplitColumns - 1) / kGdnDecodeSplitColumns <= kGdnDecodeMaxSlices);
@@ -61,12 +61,12 @@ __global__ void __launch_bounds__(kDecodeThreads, DecodeMinBlocks(CG, M))
   constexpr int kRows = kRowGroups * M;  // rows this instantiation covers (>= dk)
   static_assert(CG <= 32 && 32 % CG == 0 && M % 4 == 0);
   static_assert(kRows <= kDecodeThreads && 4 * CG <= kDecodeThreads, "one staged element a thread");
-  __shared__ __align__(16) float qk[2][kRows];            // q_raw, k_raw of the key head; zeros past dk
-  __shared__ __align__(16) float cols[3][4 * CG];          // v, z, norm_w of the block's columns; zeros past dv
-  __shared__ float gates[2];                               // decay = exp(g), beta
+  __shared__ __align__(16) float qk[2][kRows];               // q_raw, k_raw of the key head; zeros past dk
+  __shared__ __align__(16) float cols[3][4 * CG];            // v, z, norm_w of the block's columns; zeros past dv
+  __shared__ float gates[2];                                 // decay = exp(g), beta
   __shared__ __align__(16) float4 red[kDecodeWarps][2][CG];  // per warp: S^T k_raw, S^T q_raw a column group
   __shared__ __align__(16) float4 red_norms[kDecodeWarps];   // per warp: |k_raw|^2, |q_raw|^2, q_raw.k_raw
-  __shared__ float cluster_sums[kGdnDecodeMaxSlices];         // sum of o^2 of each slice (cluster rank)
+  __shared__ float cluster_sums[kGdnDecodeMaxSlices];        // sum of o^2 of each slice (cluster rank)
 
   const int slice = static_cast<int>(blockIdx.x);  // == cluster rank: the cluster spans grid.x
   const int slices = static_cast<int>(gridDim.x);
@@ -76,9 +76,9 @@ __global__ void __launch_bounds__(kDecodeThreads, DecodeMinBlocks(CG, M))
   const int lane = tid & 31, warp = tid >> 5;
   const int cgi = tid % CG, rg = tid / CG;
   const int row0 = rg * M;
-  const int col0 = slice * 4 * CG;       // the block's first value column
-  const int col = col0 + 4 * cgi;        // first of this thread's 4 value columns
-  const bool col_ok = col < p.dv;        // dv % 4 == 0: all 4 or none
+  const int col0 = slice * 4 * CG;  // the block's first value column
+  const int col = col0 + 4 * cgi;   // first of this thread's 4 value columns
+  const bool col_ok = col < p.dv;   // dv % 4 == 0: all 4 or none
   const int kh = j / (p.nv / p.nk);
 
   // Weights (no step kernel writes them) before waiting for the previous kernel.
@@ -107,9 +107,9 @@ __global__ void __launch_bounds__(kDecodeThreads, DecodeMinBlocks(CG, M))
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     S[m] = (decode_seq && !fresh && col_ok && m < rows) ? __ldcs(reinterpret_cast<const float4*>(state + m * p.dv))
-                                          : make_float4(0.f, 0.f, 0.f, 0.f);
+                                                        : make_float4(0.f, 0.f, 0.f, 0.f);
   }
-  if (!decode_seq) return;  // the same for the whole cluster, before any cluster barrier
+  if (!decode_seq) return;                             // the same for the whole cluster, before any cluster barrier
   if (slices > 1) __cluster_barrier_arrive_relaxed();  // "this block runs"; waited before the DSMEM push
   const float* row = p.mixed + static_cast<size_t>(t) * p.mixed_stride;
   if (tid < kRows) {
@@ -229,7 +229,8 @@ __global__ void __launch_bounds__(kDecodeThreads, DecodeMinBlocks(CG, M))
     const float4 norm_w = *reinterpret_cast<const float4*>(&cols[2][4 * cgi]);
     float y[4];
 #pragma unroll
-    for (int x = 0; x < 4; ++x) y[x] = SaturateToHalfRange((Lane(norm_w, x) * (Lane(o, x) * inv_rms)) * SiluF(Lane(z, x)));
+    for (int x = 0; x < 4; ++x)
+      y[x] = SaturateToHalfRange((Lane(norm_w, x) * (Lane(o, x) * inv_rms)) * SiluF(Lane(z, x)));
     const __half2 lo = __floats2half2_rn(y[0], y[1]), hi = __floats2half2_rn(y[2], y[3]);
     __half* dst = p.out + (static_cast<size_t>(t) * p.nv + j) * p.dv + col;  // 8-byte aligned (checked)
     *reinterpret_cast<uint2*>(dst) =
@@ -254,8 +255,8 @@ bool GdnDecodeUsesWholeHeads(const GdnShape& shape, int num_seqs) {
 
 cudaError_t LaunchGatedDeltaNetDecode(const GdnInput& in, const GdnShape& shape, const float* a_log,
                                       const float* dt_bias, const float* norm_w, float eps,
-                                      const RaggedBatchDevice& batch, GdnDecodeLayout layout, float* state,
-                                      __half* out, cudaStream_t stream) {
+                                      const RaggedBatchDevice& batch, GdnDecodeLayout layout, float* state, __half* out,
+                                      cudaStream_t stream) {
   const GdnLayerParams p = MakeGdnLayerParams(in, shape, a_log, dt_bias, norm_w, eps, batch, state, out);
   const bool whole = layout == GdnDecodeLayout::kWholeHead ||
                      (layout == GdnDecodeLayout::kAuto && GdnDecodeUsesWholeHeads(shape, batch.num_seqs));
