@@ -55,7 +55,8 @@ struct GdnInput {
 // both, and each seq is taken by exactly one of them, by its own token count on the device: seqs of
 // >= kGdnChunkedMinTokens tokens by the chunked kernel, shorter ones (decode seqs of a mixed step)
 // by the sequential kernel. Decode steps (max_seq_tokens == 1, no column_state) go to the decode
-// kernel (kDecode below). Otherwise (MTP verify, dk > 128) the sequential kernel takes every seq.
+// kernel (kDecode below). Otherwise (MTP verify, steps of < 16 tokens a seq, prefill at dk > 128)
+// the sequential kernel takes every seq.
 absl::Status GatedDeltaNet(const GdnInput& in, const GdnShape& shape, const float* a_log, const float* dt_bias,
                            const float* norm_w, float eps, const RaggedBatchDevice& batch, float* state,
                            float* column_state, int max_columns, __half* out, cudaStream_t stream);
