@@ -110,7 +110,17 @@ absl::Status GatedDeltaNetWith(GdnKernel kernel, const GdnInput& in, const GdnSh
         fmt::format("{}: the chunked kernel needs column_state == nullptr and dk <= {} (dk {})", kOp,
                     kGdnChunkedMaxDk, dk));
   }
+  if (kernel == GdnKernel::kDecode && column_state != nullptr) {
+    return absl::InvalidArgumentError(fmt::format("{}: the decode kernel needs column_state == nullptr", kOp));
+  }
   if (batch.num_seqs == 0) return absl::OkStatus();
+  // Decode steps (1 token a seq, no MTP columns): the one-pass decode kernel (gdn_decode.cu).
+  if (kernel == GdnKernel::kDecode ||
+      (kernel == GdnKernel::kAuto && batch.max_seq_tokens == 1 && column_state == nullptr)) {
+    return CudaStatus(LaunchGatedDeltaNetDecode(in, shape, a_log, dt_bias, norm_w, eps, batch, GdnDecodeLayout::kAuto,
+                                                state, out, stream),
+                      "GatedDeltaNet (decode)");
+  }
   // Which seqs each kernel takes (gdn.h): the chunked kernel those of >= min_tokens tokens, the
   // sequential kernel those below skip_from (INT_MAX: all); the device decides per seq from its own
   // token count, so every seq is processed exactly once whatever max_seq_tokens says.
@@ -121,6 +131,7 @@ absl::Status GatedDeltaNetWith(GdnKernel kernel, const GdnInput& in, const GdnSh
       run_chunked = column_state == nullptr && dk <= kGdnChunkedMaxDk && batch.max_seq_tokens >= kGdnChunkedMinTokens;
       break;
     case GdnKernel::kSequential:
+    case GdnKernel::kDecode:  // launched above
       break;
     case GdnKernel::kChunked:
     case GdnKernel::kChunkedSimt:

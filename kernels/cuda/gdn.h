@@ -54,8 +54,9 @@ struct GdnInput {
 // batch.max_seq_tokens >= kGdnChunkedMinTokens (gdn_kernels.h, 16) and dk <= 128, it launches
 // both, and each seq is taken by exactly one of them, by its own token count on the device: seqs of
 // >= kGdnChunkedMinTokens tokens by the chunked kernel, shorter ones (decode seqs of a mixed step)
-// by the sequential kernel. Otherwise (decode steps, MTP verify, dk > 128) the sequential kernel
-// takes every seq, exactly as before.
+// by the sequential kernel. Decode steps (max_seq_tokens == 1, no column_state) go to the decode
+// kernel (kDecode below). Otherwise (MTP verify, steps of < 16 tokens a seq, prefill at dk > 128)
+// the sequential kernel takes every seq.
 absl::Status GatedDeltaNet(const GdnInput& in, const GdnShape& shape, const float* a_log, const float* dt_bias,
                            const float* norm_w, float eps, const RaggedBatchDevice& batch, float* state,
                            float* column_state, int max_columns, __half* out, cudaStream_t stream);
@@ -63,7 +64,10 @@ absl::Status GatedDeltaNet(const GdnInput& in, const GdnShape& shape, const floa
 // The same with the kernel chosen by the caller (tests, timing): kSequential takes every seq;
 // kChunked / kChunkedSimt take every seq with >= 1 token (TF32 tensor-core tiles / f32 FMA tiles;
 // they need column_state == nullptr and dk <= 128; a seq with no tokens keeps its state as it is).
-enum class GdnKernel { kAuto, kSequential, kChunked, kChunkedSimt };
+// kDecode (gdn_decode.cu: one read + one write of the state) takes every seq of exactly 1 token and
+// leaves the others (state and out rows) untouched; it needs column_state == nullptr. kAuto uses it
+// for the whole step when batch.max_seq_tokens == 1 and column_state == nullptr (decode steps).
+enum class GdnKernel { kAuto, kSequential, kChunked, kChunkedSimt, kDecode };
 absl::Status GatedDeltaNetWith(GdnKernel kernel, const GdnInput& in, const GdnShape& shape, const float* a_log,
                                const float* dt_bias, const float* norm_w, float eps, const RaggedBatchDevice& batch,
                                float* state, float* column_state, int max_columns, __half* out, cudaStream_t stream);

@@ -74,4 +74,17 @@ cudaError_t LaunchGatedDeltaNetChunked(const GdnInput& in, const GdnShape& shape
                                        const RaggedBatchDevice& batch, int min_tokens, bool tensor_cores, float* state,
                                        __half* out, cudaStream_t stream);
 
+// GatedDeltaNetDecode (gdn_decode.cu): seqs of exactly 1 token (others are left untouched), one read
+// and one write of the state. Whole-head blocks (dk <= kGdnDecodeWholeHeadMaxDk) when num_seqs * nv
+// fills the SMs, else blocks of kGdnDecodeSplitColumns columns in clusters of ceil(dv / 32) a head.
+inline constexpr int kGdnDecodeSplitColumns = 32;
+inline constexpr int kGdnDecodeMaxSlices = 4;
+inline constexpr int kGdnDecodeWholeHeadMaxDk = 128;
+enum class GdnDecodeLayout { kAuto, kWholeHead, kSplitColumns };  // tests force each
+bool GdnDecodeUsesWholeHeads(const GdnShape& shape, int num_seqs);  // what kAuto picks
+cudaError_t LaunchGatedDeltaNetDecode(const GdnInput& in, const GdnShape& shape, const float* a_log,
+                                      const float* dt_bias, const float* norm_w, float eps,
+                                      const RaggedBatchDevice& batch, GdnDecodeLayout layout, float* state,
+                                      __half* out, cudaStream_t stream);
+
 }  // namespace sparkserve::kernels::cuda

@@ -118,6 +118,111 @@ void CheckFp8(int out, int in, std::mt19937& rng, bool time_it) {
   cudaFree(ws);
 }
 
+// GDN decode at the 4B's shape (nk 16, nv 32, dk = dv = 128; 1 token a seq): the decode kernel
+// against the sequential one on the same inputs (they agree to f32 rounding), then both timed over
+// state copies rotated past the L2. One launch reads + writes seqs x 2 MiB of state: GB/s counts
+// both, as the copy bandwidth does.
+void CheckGdnDecode(int seqs, std::mt19937& rng) {
+  constexpr int nk = 16, nv = 32, dk = 128, dv = 128, C = 2 * nk * dk + nv * dv;
+  const sk::GdnShape shape{nk, nv, dk, dv};
+  const size_t state_floats = size_t(seqs) * nv * dk * dv, state_bytes = state_floats * sizeof(float);
+  std::uniform_real_distribution<float> uni(-1.f, 1.f);
+  auto random = [&](size_t n, float scale, float offset) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = offset + scale * uni(rng);
+    return v;
+  };
+  float* mixed = DeviceCopy(random(size_t(seqs) * C, 1.f, 0.f));
+  float* ab = DeviceCopy(random(size_t(seqs) * 2 * nv, 1.f, 0.f));
+  float* z = DeviceCopy(random(size_t(seqs) * nv * dv, 1.f, 0.f));
+  float* a_log = DeviceCopy(random(nv, 0.5f, 0.f));
+  float* dt_bias = DeviceCopy(random(nv, 0.5f, 0.f));
+  float* norm_w = DeviceCopy(random(dv, 0.1f, 1.f));
+  std::vector<int32_t> meta(3 * size_t(seqs) + 1);  // token_begin [seqs + 1], start_pos [seqs], slots [seqs]
+  for (int s = 0; s <= seqs; ++s) meta[s] = s;
+  for (int s = 0; s < seqs; ++s) {
+    meta[seqs + 1 + s] = 100 + s;
+    meta[2 * seqs + 1 + s] = s;
+  }
+  int32_t* d_meta = DeviceCopy(meta);
+  sk::RaggedBatchDevice batch;
+  batch.num_seqs = seqs;
+  batch.num_tokens = seqs;
+  batch.max_seq_tokens = 1;
+  batch.token_begin = d_meta;
+  batch.start_pos = d_meta + seqs + 1;
+  batch.slots = d_meta + 2 * seqs + 1;
+  const sk::GdnInput in{mixed, C, ab, ab + nv, 2 * nv, z, nv * dv};
+  const std::vector<float> state0 = random(state_floats, 0.3f, 0.f);
+  const sk::GdnKernel kernels[2] = {sk::GdnKernel::kSequential, sk::GdnKernel::kDecode};
+  const char* names[2] = {"sequential", "decode"};
+  float* states[2] = {nullptr, nullptr};
+  __half* outs[2] = {nullptr, nullptr};
+  std::vector<float*> rotated;
+  auto free_all = [&] {
+    for (float* q : rotated) cudaFree(q);
+    for (int k = 0; k < 2; ++k) {
+      cudaFree(states[k]);
+      cudaFree(outs[k]);
+    }
+    for (float* q : {mixed, ab, z, a_log, dt_bias, norm_w}) cudaFree(q);
+    cudaFree(d_meta);
+  };
+  std::vector<float> got_state[2], got_out[2];
+  for (int k = 0; k < 2; ++k) {
+    states[k] = DeviceCopy(state0);
+    CHECK_CUDA(cudaMalloc(&outs[k], size_t(seqs) * nv * dv * sizeof(__half)));
+    CHECK_CUDA(cudaMemset(outs[k], 0xff, size_t(seqs) * nv * dv * sizeof(__half)));  // NaN poison
+    const absl::Status st = sk::GatedDeltaNetWith(kernels[k], in, shape, a_log, dt_bias, norm_w, 1e-6f, batch,
+                                                  states[k], nullptr, 0, outs[k], nullptr);
+    const cudaError_t e = cudaDeviceSynchronize();
+    if (!st.ok() || e != cudaSuccess) {
+      ++g_failures;
+      std::printf("FAIL gdn decode b%d %s: %s %s\n", seqs, names[k], std::string(st.message()).c_str(),
+                  cudaGetErrorString(e));
+      free_all();
+      return;  // reported; the tool goes on
+    }
+    got_state[k].resize(state_floats);
+    CHECK_CUDA(cudaMemcpy(got_state[k].data(), states[k], state_bytes, cudaMemcpyDeviceToHost));
+    std::vector<__half> h(size_t(seqs) * nv * dv);
+    CHECK_CUDA(cudaMemcpy(h.data(), outs[k], h.size() * sizeof(__half), cudaMemcpyDeviceToHost));
+    got_out[k].resize(h.size());
+    for (size_t i = 0; i < h.size(); ++i) got_out[k][i] = __half2float(h[i]);
+  }
+  auto compare = [&](const std::vector<float>& got, const std::vector<float>& want, const std::string& what,
+                     double tol) {
+    bool nan = false;
+    const double err = RelativeError(got, std::vector<double>(want.begin(), want.end()), &nan);
+    Report("gdn decode b" + std::to_string(seqs) + " vs sequential: " + what, err, nan, tol);
+  };
+  compare(got_state[1], got_state[0], "state", 1e-5);
+  compare(got_out[1], got_out[0], "out (f16)", 1e-3);
+
+  const int copies = RotationCopies(state_bytes);
+  rotated.resize(copies);
+  for (int c = 0; c < copies; ++c) {
+    CHECK_CUDA(cudaMalloc(&rotated[c], state_bytes));
+    CHECK_CUDA(cudaMemcpy(rotated[c], states[0], state_bytes, cudaMemcpyDeviceToDevice));
+  }
+  double us[2] = {0, 0};
+  for (int k = 0; k < 2; ++k) {
+    us[k] = MedianMicros(
+        [&](int i, cudaStream_t st) {
+          CHECK_OK(sk::GatedDeltaNetWith(kernels[k], in, shape, a_log, dt_bias, norm_w, 1e-6f, batch,
+                                         rotated[i % copies], nullptr, 0, outs[k], st));
+        },
+        copies * 4);
+    CHECK_CUDA(cudaGetLastError());
+    const double gbps = 2.0 * state_bytes / (us[k] * 1e-6) / 1e9;
+    const std::string name = std::string("gdn decode b") + std::to_string(seqs) + " " + names[k];
+    std::printf("time %-40s %8.2f us %8.1f GB/s of state (%.0f%% of copy bw, graph replay)\n", name.c_str(), us[k],
+                gbps, 100.0 * gbps * 1e9 / g_copy_bw);
+    g_summary.push_back({name, gbps, gbps * 1e9 / g_copy_bw, us[k]});
+  }
+  free_all();
+}
+
 }  // namespace
 }  // namespace kernel_check
 
@@ -158,6 +263,7 @@ int main(int argc, char** argv) {
     CheckFp8(12288, 2560, rng, true);    // GDN in_proj_qkv + z (8192 + 4096)
     CheckFp8(2560, 4096, rng, true);     // GDN out_proj
     CheckFp8(248320 / 4, 2560, rng, true);  // a quarter of the lm_head
+    for (int seqs : {1, 8, 64}) CheckGdnDecode(seqs, rng);  // GDN decode of one 4B layer: decode vs sequential
     CheckGdnPrefill(4096, rng);             // GDN prefill of one 4B layer: chunked vs sequential
     CheckGdnPrefill(512, rng);
     // Batched decode (16, 64 rows: weight GB/s) and prefill (256, 4096 rows: TFLOP/s) on the GEMM.

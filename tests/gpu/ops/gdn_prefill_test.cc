@@ -38,6 +38,7 @@ const char* Name(GdnKernel k) {
     case GdnKernel::kSequential: return "sequential";
     case GdnKernel::kChunked: return "chunked (tf32)";
     case GdnKernel::kChunkedSimt: return "chunked (f32 simt)";
+    case GdnKernel::kDecode: return "decode";
   }
   return "?";
 }
