@@ -65,10 +65,23 @@ __device__ __forceinline__ uint32_t E4m3PairToHalf2Bits(uint32_t two_codes) {
   return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
 }
 
+// a * b per fp16 lane (the NVFP4 kernels multiply e2m1 * 2^-14 by its group scale: exact, see
+// gemm_linear.cu Nvfp4Format::Dequantise).
+__device__ __forceinline__ uint32_t MulHalf2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
 // 16 bytes global -> shared without registers (L2 only: weights are read once a step).
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+// The same, but copying only when `valid` and zero-filling the 16 bytes otherwise (src is not read).
+__device__ __forceinline__ void CpAsync16OrZero(void* smem, const void* gmem, bool valid) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
 }
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most N of this thread's committed groups are still in flight.

@@ -53,12 +53,6 @@ __device__ __forceinline__ void CpAsync4(void* dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src) : "memory");
 }
 
-__device__ __forceinline__ uint32_t MulHalf2(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-
 // ---- the two weight formats: staging one K stage of 8 tiles, and dequantising it ----
 
 // NVFP4: a stage is half of a 128-element decode step: words 2*half, 2*half+1 of every lane's 16

@@ -10,6 +10,7 @@
 #include "fmt/format.h"
 #include "kernels/cuda/dense_linear.h"
 #include "kernels/cuda/gemm_linear.h"
+#include "kernels/cuda/skinny_linear.h"
 #include "kernels/cuda/w4a4_linear.h"
 
 namespace sparkserve::model::cuda {
@@ -178,7 +179,10 @@ absl::StatusOr<CudaLinear> CudaLinear::UploadFused(std::span<const quant::Quanti
 size_t CudaLinear::workspace_bytes(int rows) const {
   if (kind_ == CudaLinearKind::kBf16) return 0;
   size_t bytes = kc::DecodeLinearWorkspaceBytes(out_, in_, std::min(rows, kc::kMaxDecodeRows));
-  if (rows > kc::kMaxDecodeRows) bytes = std::max(bytes, kc::GemmLinearWorkspaceBytes(out_, in_, rows));
+  if (rows > kc::kMaxDecodeRows) {
+    bytes = std::max(bytes, kc::SkinnyLinearWorkspaceBytes(out_, in_, std::min(rows, kc::kMaxSkinnyRows)));
+  }
+  if (rows > kc::kMaxSkinnyRows) bytes = std::max(bytes, kc::GemmLinearWorkspaceBytes(out_, in_, rows));
   if (has_w4a4() && rows > kc::kMaxDecodeRows) bytes = std::max(bytes, kc::W4A4LinearWorkspaceBytes(out_, in_, rows));
   return bytes;
 }
@@ -191,21 +195,26 @@ absl::Status CudaLinear::Run(const __half* x, int rows, float* y, void* workspac
     }
     return kc::DenseLinearBf16(dense_view_ != nullptr ? dense_view_ : dense_.data(), out_, in_, x, rows, y, stream);
   }
-  if (has_w4a4() && rows > kc::kMaxDecodeRows) {  // opt-in Blackwell W4A4 prefill
+  // The opt-in Blackwell W4A4 GEMM takes every call past kMaxDecodeRows (the skinny rows too: its
+  // tests pin that; whether 9..64 rows should rather take the W4A16 skinny kernel is open).
+  if (has_w4a4() && rows > kc::kMaxDecodeRows) {
     const kc::Nvfp4W4A4LinearDevice w{w4a4_codes_.data(), w4a4_scales_.data(), global_scale_, input_global_scale_, out_, in_,
                                       row_global_scales_.size() > 0 ? row_global_scales_.data() : nullptr};
     return kc::Nvfp4W4A4Linear(w, x, rows, y, workspace, stream, epilogue);
   }
-  // Up to kMaxDecodeRows rows: the decode GEMV (one pass over the weights); more: the tensor-core GEMM.
+  // Up to kMaxDecodeRows rows the decode GEMV, up to kMaxSkinnyRows the skinny kernel (both one
+  // pass over the weights), more the tensor-core GEMM.
   if (kind_ == CudaLinearKind::kNvfp4) {
     const kc::Nvfp4LinearDevice w{codes_.data(), group_scales_.data(), global_scale_, out_, in_,
                                   row_global_scales_.size() > 0 ? row_global_scales_.data() : nullptr};
-    return rows <= kc::kMaxDecodeRows ? kc::Nvfp4DecodeLinear(w, x, rows, y, workspace, stream, epilogue)
-                                      : kc::Nvfp4GemmLinear(w, x, rows, y, workspace, stream, epilogue);
+    if (rows <= kc::kMaxDecodeRows) return kc::Nvfp4DecodeLinear(w, x, rows, y, workspace, stream, epilogue);
+    if (rows <= kc::kMaxSkinnyRows) return kc::Nvfp4SkinnyLinear(w, x, rows, y, workspace, stream, epilogue);
+    return kc::Nvfp4GemmLinear(w, x, rows, y, workspace, stream, epilogue);
   }
   const kc::Fp8LinearDevice w{codes_.data(), channel_scales_.data(), out_, in_};
-  return rows <= kc::kMaxDecodeRows ? kc::Fp8DecodeLinear(w, x, rows, y, workspace, stream, epilogue)
-                                    : kc::Fp8GemmLinear(w, x, rows, y, workspace, stream, epilogue);
+  if (rows <= kc::kMaxDecodeRows) return kc::Fp8DecodeLinear(w, x, rows, y, workspace, stream, epilogue);
+  if (rows <= kc::kMaxSkinnyRows) return kc::Fp8SkinnyLinear(w, x, rows, y, workspace, stream, epilogue);
+  return kc::Fp8GemmLinear(w, x, rows, y, workspace, stream, epilogue);
 }
 
 }  // namespace sparkserve::model::cuda

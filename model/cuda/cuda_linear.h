@@ -1,7 +1,8 @@
 // CudaLinear: one Linear's weight on the GPU in the form its kernels read — NVFP4 or per-channel
 // FP8 repacked for the tensor-core decode kernels, else dense bf16 — and the one call that runs
-// it over any number of rows (up to 8 rows the decode GEMV, more the tensor-core GEMM of
-// kernels/cuda/gemm_linear.h, both on the same repacked weights).
+// it over any number of rows (up to 8 rows the decode GEMV, 9..64 the skinny kernel of
+// kernels/cuda/skinny_linear.h, more the tensor-core GEMM of kernels/cuda/gemm_linear.h, all on
+// the same repacked weights).
 // Opt-in (CudaLinearOptions::w4a4_prefill): NVFP4 W4A4 checkpoints run their prefill rows through
 // the Blackwell block-scaled FP4 GEMM (kernels/cuda/w4a4_linear.h), UNTESTED ON HARDWARE.
 #pragma once

@@ -255,6 +255,8 @@ int main(int argc, char** argv) {
   CheckFp8(24, 64, rng, false);
   CheckGemm(true, 200, 1024, rng, {9, 100});  // K splits, a partial weight block
   CheckGemm(false, 40, 192, rng, {33});
+  CheckGemm(true, 200, 1024, rng, {9, 33, 64}, /*skinny=*/true);  // stream-K pieces of one column block
+  CheckGemm(false, 4200, 640, rng, {16, 64}, /*skinny=*/true);    // ranges straddling column blocks
   if (!quick) {
     CheckNvfp4(2560, 2560, rng, true);   // attention o_proj-like (in 4096 on the 4B) / square
     CheckNvfp4(8192, 2560, rng, true);   // q_proj with gate (16 heads x 2 x 256)
@@ -271,6 +273,14 @@ int main(int argc, char** argv) {
     CheckGemm(false, 18432, 2560, rng, {16, 64, 256, 4096});
     CheckGemm(true, 2560, 9216, rng, {64, 4096});             // MLP down
     CheckGemm(false, 12288, 2560, rng, {64, 4096});           // GDN in_proj_qkvz
+    // Batched decode on the skinny kernel (what CudaLinear runs for 9..64 rows), beside the GEMM lines.
+    CheckGemm(true, 18432, 2560, rng, {16, 32, 64}, /*skinny=*/true);
+    CheckGemm(false, 18432, 2560, rng, {16, 32, 64}, /*skinny=*/true);
+    CheckGemm(true, 2560, 9216, rng, {16, 32, 64}, /*skinny=*/true);
+    CheckGemm(true, 8192, 2560, rng, {64}, /*skinny=*/true);  // q_proj with gate
+    CheckGemm(false, 12288, 2560, rng, {16, 32, 64}, /*skinny=*/true);
+    CheckGemm(false, 2560, 4096, rng, {64}, /*skinny=*/true);
+    CheckGemm(false, 248320 / 4, 2560, rng, {64}, /*skinny=*/true);  // a quarter of the lm_head
     TimeActivationQuant(4096, 2560, rng);    // W4A4 prefill inputs: hidden
     TimeActivationQuant(4096, 9216, rng);    // MLP down's input
     if (sk::W4A4LinearSupportedOnCurrentDevice()) {  // UNTESTED kernel: timings only where it exists

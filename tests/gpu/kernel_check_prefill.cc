@@ -9,8 +9,8 @@ namespace kernel_check {
 // reference of 4096 rows would take minutes), then timed: TFLOP/s at prefill row counts, weight
 // GB/s against the copy bandwidth at batched-decode row counts (weights rotated past the L2).
 // A failed call is a reported failure, not an exit.
-void CheckGemm(bool nvfp4, int out, int in, std::mt19937& rng, const std::vector<int>& rows_list) {
-  const std::string kind = nvfp4 ? "nvfp4" : "fp8";
+void CheckGemm(bool nvfp4, int out, int in, std::mt19937& rng, const std::vector<int>& rows_list, bool skinny) {
+  const std::string kind = std::string(nvfp4 ? "nvfp4" : "fp8") + (skinny ? " skinny" : " gemm");
   std::vector<double> dequant;
   std::vector<uint8_t> codes, group_scales;  // decode layouts
   std::vector<float> channel_scales;
@@ -39,21 +39,22 @@ void CheckGemm(bool nvfp4, int out, int in, std::mt19937& rng, const std::vector
   auto run = [&](int copy, const __half* x, int rows, float* y, void* ws, cudaStream_t st) {
     if (nvfp4) {
       const sk::Nvfp4LinearDevice w{d_codes[copy], d_group[copy], global_scale, out, in};
-      return sk::Nvfp4GemmLinear(w, x, rows, y, ws, st);
+      return skinny ? sk::Nvfp4SkinnyLinear(w, x, rows, y, ws, st) : sk::Nvfp4GemmLinear(w, x, rows, y, ws, st);
     }
     const sk::Fp8LinearDevice w{d_codes[copy], d_channel, out, in};
-    return sk::Fp8GemmLinear(w, x, rows, y, ws, st);
+    return skinny ? sk::Fp8SkinnyLinear(w, x, rows, y, ws, st) : sk::Fp8GemmLinear(w, x, rows, y, ws, st);
   };
   const int max_rows = *std::max_element(rows_list.begin(), rows_list.end());
   void* ws = nullptr;
-  CHECK_CUDA(cudaMalloc(&ws, std::max<size_t>(16, sk::GemmLinearWorkspaceBytes(out, in, max_rows))));
+  const size_t ws_bytes = skinny ? sk::SkinnyLinearWorkspaceBytes(out, in, max_rows) : sk::GemmLinearWorkspaceBytes(out, in, max_rows);
+  CHECK_CUDA(cudaMalloc(&ws, std::max<size_t>(16, ws_bytes)));
   std::vector<double> xe;
   std::vector<__half> x = MakeActivations(max_rows, in, rng, &xe);
   __half* d_x = DeviceCopy(x);
   float* d_y = nullptr;
   CHECK_CUDA(cudaMalloc(&d_y, sizeof(float) * max_rows * out));
   for (int rows : rows_list) {
-    const std::string name = kind + " gemm " + std::to_string(out) + "x" + std::to_string(in) + " rows " + std::to_string(rows);
+    const std::string name = kind + " " + std::to_string(out) + "x" + std::to_string(in) + " rows " + std::to_string(rows);
     CHECK_CUDA(cudaMemset(d_y, 0xff, sizeof(float) * rows * out));  // NaN poison
     const absl::Status status = run(0, d_x, rows, d_y, ws, nullptr);
     if (!status.ok() || cudaDeviceSynchronize() != cudaSuccess) {
@@ -96,7 +97,7 @@ void CheckGemm(bool nvfp4, int out, int in, std::mt19937& rng, const std::vector
     }
     const double gbps = weight_bytes / (us * 1e-6) / 1e9;
     const double tflops = 2.0 * rows * out * in / (us * 1e-6) / 1e12;
-    const std::string tname = kind + " gemm " + std::to_string(out) + "x" + std::to_string(in) + " b" + std::to_string(rows);
+    const std::string tname = kind + " " + std::to_string(out) + "x" + std::to_string(in) + " b" + std::to_string(rows);
     std::printf("time %-40s %8.2f us %8.1f GB/s (%.0f%% of copy bw) %7.1f TFLOP/s (graph replay)\n", tname.c_str(), us,
                 gbps, 100.0 * gbps * 1e9 / g_copy_bw, tflops);
     g_summary.push_back({tname, gbps, gbps * 1e9 / g_copy_bw, us, tflops});

@@ -20,6 +20,7 @@
 #include "kernels/cuda/gemm_linear.h"
 #include "kernels/cuda/memory_bandwidth.h"
 #include "kernels/cuda/nvfp4_activation_quant.h"
+#include "kernels/cuda/skinny_linear.h"
 #include "kernels/cuda/w4a4_linear.h"
 #include "quant/e2m1.h"
 #include "quant/e4m3.h"
@@ -214,7 +215,8 @@ inline int RotationCopies(size_t bytes) {
 }
 
 // kernel_check_prefill.cc: the many-row GEMM, GDN prefill and W4A4 paths (checks + timings).
-void CheckGemm(bool nvfp4, int out, int in, std::mt19937& rng, const std::vector<int>& rows_list);
+// skinny: the skinny kernel (skinny_linear.h, rows <= 64) instead of the GEMM, on the same checks.
+void CheckGemm(bool nvfp4, int out, int in, std::mt19937& rng, const std::vector<int>& rows_list, bool skinny = false);
 void CheckGdnPrefill(int T, std::mt19937& rng);
 void TimeActivationQuant(int rows, int in, std::mt19937& rng);
 void TimeW4A4(int rows, int out, int in, std::mt19937& rng);
