@@ -1,5 +1,5 @@
-// Gated DeltaNet on CUDA: argument checks around the launchers of gdn.cu (sizes the kernels are
-// built for, strides, alignment of the vectorised state and output accesses).
+// Gated DeltaNet on CUDA: argument checks around the launchers of gdn.cu and gdn_chunked*.cu (sizes
+// the kernels are built for, strides, alignment, the chunked path's workspace) and the routing.
 #include "kernels/cuda/gdn.h"
 
 #include <climits>
@@ -53,16 +53,27 @@ absl::Status CausalConv1dSilu(const float* x, int x_stride, int channels, const 
                     kOp);
 }
 
+size_t GdnWorkspaceBytes(const GdnShape& shape, int max_step_tokens, int max_seqs) {
+  if (shape.nk < 1 || shape.nv < 1 || shape.dk < 1 || shape.dk > kGdnChunkedMaxDk || shape.dv < 4 ||
+      shape.dv > kGdnMaxDv || shape.dv % 4 != 0 || max_step_tokens < 0 || max_seqs < 1 ||
+      !GdnChunkedFitsDevice(shape.dk, shape.dv)) {
+    return 0;
+  }
+  return GdnChunkWorkspaceBytes(shape, max_step_tokens, max_seqs);
+}
+
 absl::Status GatedDeltaNet(const GdnInput& in, const GdnShape& shape, const float* a_log, const float* dt_bias,
                            const float* norm_w, float eps, const RaggedBatchDevice& batch, float* state,
-                           float* column_state, int max_columns, __half* out, cudaStream_t stream) {
+                           float* column_state, int max_columns, __half* out, cudaStream_t stream,
+                           const GdnWorkspace& workspace) {
   return GatedDeltaNetWith(GdnKernel::kAuto, in, shape, a_log, dt_bias, norm_w, eps, batch, state, column_state,
-                           max_columns, out, stream);
+                           max_columns, out, stream, workspace);
 }
 
 absl::Status GatedDeltaNetWith(GdnKernel kernel, const GdnInput& in, const GdnShape& shape, const float* a_log,
                                const float* dt_bias, const float* norm_w, float eps, const RaggedBatchDevice& batch,
-                               float* state, float* column_state, int max_columns, __half* out, cudaStream_t stream) {
+                               float* state, float* column_state, int max_columns, __half* out, cudaStream_t stream,
+                               const GdnWorkspace& workspace) {
   constexpr const char* kOp = "GatedDeltaNet";
   RETURN_IF_ERROR(CheckBatch(kOp, batch));
   const auto [nk, nv, dk, dv] = shape;
@@ -110,6 +121,16 @@ absl::Status GatedDeltaNetWith(GdnKernel kernel, const GdnInput& in, const GdnSh
         fmt::format("{}: the chunked kernel needs column_state == nullptr and dk <= {} (dk {})", kOp,
                     kGdnChunkedMaxDk, dk));
   }
+  if (forced_chunked && workspace.data == nullptr) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: the chunked kernel needs a workspace (GdnWorkspace of GdnWorkspaceBytes(shape, tokens, seqs) = {} "
+        "bytes for this step)", kOp, GdnChunkWorkspaceBytes(shape, batch.num_tokens, batch.num_seqs)));
+  }
+  if (forced_chunked && !GdnChunkedFitsDevice(dk, dv)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: the chunked kernel needs {} bytes of shared memory a block, more than this device grants", kOp,
+        GdnChunkedSmemBytes(dk, dv)));
+  }
   if (kernel == GdnKernel::kDecode && column_state != nullptr) {
     return absl::InvalidArgumentError(fmt::format("{}: the decode kernel needs column_state == nullptr", kOp));
   }
@@ -121,14 +142,15 @@ absl::Status GatedDeltaNetWith(GdnKernel kernel, const GdnInput& in, const GdnSh
                                                 state, out, stream),
                       "GatedDeltaNet (decode)");
   }
-  // Which seqs each kernel takes (gdn.h): the chunked kernel those of >= min_tokens tokens, the
+  // Which seqs each kernel takes (gdn.h): the chunked path those of >= min_tokens tokens, the
   // sequential kernel those below skip_from (INT_MAX: all); the device decides per seq from its own
   // token count, so every seq is processed exactly once whatever max_seq_tokens says.
   bool run_sequential = true, run_chunked = false;
   int min_tokens = kGdnChunkedMinTokens;
   switch (kernel) {
     case GdnKernel::kAuto:
-      run_chunked = column_state == nullptr && dk <= kGdnChunkedMaxDk && batch.max_seq_tokens >= kGdnChunkedMinTokens;
+      run_chunked = workspace.data != nullptr && column_state == nullptr && dk <= kGdnChunkedMaxDk &&
+                    batch.max_seq_tokens >= kGdnChunkedMinTokens && GdnChunkedFitsDevice(dk, dv);
       break;
     case GdnKernel::kSequential:
     case GdnKernel::kDecode:  // launched above
@@ -140,6 +162,14 @@ absl::Status GatedDeltaNetWith(GdnKernel kernel, const GdnInput& in, const GdnSh
       min_tokens = 1;
       break;
   }
+  if (run_chunked) {
+    const size_t needed = GdnChunkWorkspaceBytes(shape, batch.num_tokens, batch.num_seqs);
+    if (workspace.bytes < needed || !Aligned(workspace.data, 16)) {
+      return absl::InvalidArgumentError(fmt::format(
+          "{}: the workspace ({} bytes) must be 16-byte aligned and hold GdnWorkspaceBytes(shape, {} tokens, {} "
+          "seqs) = {} bytes", kOp, workspace.bytes, batch.num_tokens, batch.num_seqs, needed));
+    }
+  }
   if (run_sequential) {
     RETURN_IF_ERROR(CudaStatus(LaunchGatedDeltaNet(in, shape, a_log, dt_bias, norm_w, eps, batch,
                                                    run_chunked ? min_tokens : INT_MAX, state, column_state,
@@ -148,7 +178,8 @@ absl::Status GatedDeltaNetWith(GdnKernel kernel, const GdnInput& in, const GdnSh
   }
   if (run_chunked) {
     RETURN_IF_ERROR(CudaStatus(LaunchGatedDeltaNetChunked(in, shape, a_log, dt_bias, norm_w, eps, batch, min_tokens,
-                                                          kernel != GdnKernel::kChunkedSimt, state, out, stream),
+                                                          kernel == GdnKernel::kChunkedSimt, state, out,
+                                                          workspace.data, workspace.bytes, stream),
                                "GatedDeltaNet (chunked)"));
   }
   return absl::OkStatus();

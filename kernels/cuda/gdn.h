@@ -1,12 +1,14 @@
 // Gated DeltaNet on CUDA over ragged steps (FORMATS.md §1): the causal depthwise conv1d + SiLU
 // with its carried window, and the fused recurrence (q/k L2 norm, gates, delta rule, gated
-// RMSNorm), sequential over a seq's tokens (decode) or chunked (prefill: gdn_chunked.cu). A seq
+// RMSNorm), sequential over a seq's tokens (decode) or chunked (prefill: gdn_chunked*.cu). A seq
 // whose start_pos is 0 starts from a zero window and state (no reset pass needed).
 // CPU twins: kernels/cpu conv1d.cc, gated_delta.cc, norm.cc (L2NormalizeRows, GatedRmsNorm),
 // activation.cc (GdnGates).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
+
+#include <cstddef>
 
 #include "absl/status/status.h"
 #include "kernels/cuda/ragged_batch.h"
@@ -47,29 +49,61 @@ struct GdnInput {
   const float* z = nullptr;
   int z_stride = 0;
 };
+
+// Scratch of the chunked (prefill) path, owned by the caller and reused by every layer: per 64-token
+// chunk and value head the prepared chunk (below), per token the pre-norm output. Allocate it once
+// with GdnWorkspaceBytes(shape, most tokens of a step, most seqs of a step); any step within those
+// sizes fits (a step needs GdnWorkspaceBytes(shape, batch.num_tokens, batch.num_seqs)). 16-byte
+// aligned (cudaMalloc gives 256). Its contents need no initialisation and mean nothing between calls.
+struct GdnWorkspace {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+// 0 when the chunked path cannot serve `shape` on the current device (dk > 128, or less than the
+// ~227 KB of shared memory a block it needs: sm_120 / sm_121). The 4B at 2048 tokens and 8 seqs:
+// ~197 MB (40 chunk slots x 32 heads x 125 KB, plus 2048 x 4096 floats of O).
+size_t GdnWorkspaceBytes(const GdnShape& shape, int max_step_tokens, int max_seqs);
 //
-// Two kernels compute it. The sequential one (a token at a time, the state in registers) serves
-// decode and MTP verify; the chunked one (64 tokens at a time as matrix products) serves prefill.
-// GatedDeltaNet picks from what the host knows: without column_state, when
-// batch.max_seq_tokens >= kGdnChunkedMinTokens (gdn_kernels.h, 16) and dk <= 128, it launches
-// both, and each seq is taken by exactly one of them, by its own token count on the device: seqs of
-// >= kGdnChunkedMinTokens tokens by the chunked kernel, shorter ones (decode seqs of a mixed step)
-// by the sequential kernel. Decode steps (max_seq_tokens == 1, no column_state) go to the decode
-// kernel (kDecode below). Otherwise (MTP verify, steps of < 16 tokens a seq, prefill at dk > 128)
-// the sequential kernel takes every seq.
+// Two paths compute it. The sequential kernel (a token at a time, the state in registers) serves
+// decode and MTP verify. The chunked path (prefill) takes 64 tokens at a time as matrix products, in
+// three kernels (gdn_chunked_prep.cu, gdn_chunked.cu). Within a chunk (local t = 0..63, state S0 at
+// its start, G_t = g_0 + .. + g_t, gamma_t = exp(G_t), A[t,s] = beta_t exp(G_t - G_s) k_t.k_s for
+// s < t, T = (I + A)^-1):
+//   delta = U - W S0          with W = T diag(beta gamma) K, U = T diag(beta) V
+//   O     = diag(gamma) Q S0 + P delta,   P[t,s] = exp(G_t - G_s) q_t.k_s (s <= t)
+//   S_n   = gamma_last S0 + K~^T delta,   K~ = diag(exp(G_last - G_t)) K
+//  1. prep, parallel over (chunk, value head): norms, gates, A, T, W, U, P, K~, diag(gamma) Q into
+//     the workspace;
+//  2. recurrence, (32-column slice, value head, seq), sequential over the seq's chunks: the lines
+//     above with the state slice on chip, the next chunk's records loading meanwhile; O to the
+//     workspace, the final state to `state`;
+//  3. output, parallel over (chunk, value head): gated RMSNorm of O over dv, times silu(z), to f16.
+// GatedDeltaNet picks from what the host knows: with a workspace, without column_state, when
+// batch.max_seq_tokens >= kGdnChunkedMinTokens (gdn_kernels.h, 16), dk <= 128 and the device has the
+// shared memory, it launches both, and each seq is taken by exactly one of them, by its own token
+// count on the device: seqs of >= kGdnChunkedMinTokens tokens by the chunked path, shorter ones
+// (decode seqs of a mixed step) by the sequential kernel. Decode steps (max_seq_tokens == 1, no
+// column_state) go to the decode kernel (kDecode below). Otherwise (no workspace, MTP verify, steps
+// of < 16 tokens a seq, dk > 128) the sequential kernel takes every seq. A workspace too small for the step is an
+// InvalidArgument.
 absl::Status GatedDeltaNet(const GdnInput& in, const GdnShape& shape, const float* a_log, const float* dt_bias,
                            const float* norm_w, float eps, const RaggedBatchDevice& batch, float* state,
-                           float* column_state, int max_columns, __half* out, cudaStream_t stream);
+                           float* column_state, int max_columns, __half* out, cudaStream_t stream,
+                           const GdnWorkspace& workspace = {});
 
 // The same with the kernel chosen by the caller (tests, timing): kSequential takes every seq;
-// kChunked / kChunkedSimt take every seq with >= 1 token (TF32 tensor-core tiles / f32 FMA tiles;
-// they need column_state == nullptr and dk <= 128; a seq with no tokens keeps its state as it is).
+// kChunked / kChunkedSimt take every seq with >= 1 token (TF32 tensor cores, 3xTF32 on the state
+// path / every mma emulated with f32 FMAs from the same fragments: when only kChunked fails, suspect
+// TF32 precision or the hardware fragment layout; when both fail, the indexing). They need a
+// workspace (InvalidArgument without one), column_state == nullptr and dk <= 128; a seq with no
+// tokens keeps its state as it is.
 // kDecode (gdn_decode.cu: one read + one write of the state) takes every seq of exactly 1 token and
-// leaves the others (state and out rows) untouched; it needs column_state == nullptr. kAuto uses it
-// for the whole step when batch.max_seq_tokens == 1 and column_state == nullptr (decode steps).
+// leaves the others (state and out rows) untouched; it needs column_state == nullptr (no workspace).
+// kAuto uses it for the whole step when batch.max_seq_tokens == 1 and column_state == nullptr.
 enum class GdnKernel { kAuto, kSequential, kChunked, kChunkedSimt, kDecode };
 absl::Status GatedDeltaNetWith(GdnKernel kernel, const GdnInput& in, const GdnShape& shape, const float* a_log,
                                const float* dt_bias, const float* norm_w, float eps, const RaggedBatchDevice& batch,
-                               float* state, float* column_state, int max_columns, __half* out, cudaStream_t stream);
+                               float* state, float* column_state, int max_columns, __half* out, cudaStream_t stream,
+                               const GdnWorkspace& workspace = {});
 
 }  // namespace sparkserve::kernels::cuda

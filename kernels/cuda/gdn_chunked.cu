@@ -1,428 +1,298 @@
-// Chunked (WY / UT-form) Gated DeltaNet for prefill: the same contract as the sequential kernel of
-// gdn.cu (q/k L2 norm, gates, delta rule, gated RMSNorm -> f16, state read/written per seq), but a
-// seq's tokens are taken 64 at a time with matrix products instead of one after another.
+// Chunked Gated DeltaNet, kernels 2 and 3 of 3 (gdn.h has the algebra, gdn_chunked_prep.cu kernel
+// 1) and the launcher of all three.
 //
-// The algebra. Within a chunk (local tokens t = 0..n-1, state S0 [dk, dv] at its start) let
-// G_t = g_0 + ... + g_t (cumulative log decay, so gamma_t = exp(G_t)). Unrolling
-// S_t = exp(g_t) S_{t-1} + k_t delta_t^T with delta_t = beta_t (v_t - exp(g_t) S_{t-1}^T k_t) gives
-//   S_t   = gamma_t S0 + sum_{s<=t} exp(G_t - G_s) k_s delta_s^T
-//   delta = (I + A)^-1 diag(beta) (V - diag(gamma) K S0),  A[t,s] = beta_t exp(G_t - G_s) k_t.k_s (s < t)
-//   o_t   = gamma_t S0^T q_t + sum_{s<=t} exp(G_t - G_s) (q_t.k_s) delta_s
-//   S_n   = gamma_{n-1} S0 + sum_s exp(G_{n-1} - G_s) k_s delta_s^T
-// (the UT transform of the Gated DeltaNet paper, solved here against the right-hand side directly:
-// delta is only as wide as the block's value columns, so no dk-wide W = T K factor is formed).
-// Every exponent is <= 0 (G is non-increasing), so nothing overflows.
+// Recurrence: a block (256 threads, 8 warps) owns 32 value columns of one (seq, value head) and walks
+// the seq's prepared chunks in order with the state slice S [dkp][32] on chip: f32 registers (warp
+// w owns rows 16w..16w+15) mirrored in shared memory for the products that read it. Per chunk:
+//   b. delta = U - W S (3xTF32) and O = (diag(gamma) Q) S (TF32): warp w computes rows 16 (w % 4)..,
+//      columns 16 (w / 4).. of both; delta goes back into the chunk's U slice;
+//   d. S = exp(G_last) S + K~^T delta (3xTF32: warp w its own rows, every column) and O += P delta
+//      (TF32, only P's nonzero 16x16 blocks); O (f32) to the workspace, S to shared memory.
+// The records are double-buffered: chunk c + 1's (W, K~^T, Q, P, decay whole, its 32 columns of U)
+// loads by cp.async while chunk c computes. Two barriers a chunk: after the load (which also orders
+// the previous chunk's S writes before this chunk's reads and frees the other buffer) and after delta.
+// The state is read at the start (zeros for a fresh seq) and written once at the end.
+// Precision: delta and the state update run as 3xTF32 (~f32) with the small terms in their own
+// accumulators, so the carried state stays within ~1e-6 of f32 per chunk; O's products are plain
+// TF32 like the f16 Q / P they read (the f16 output tolerance is 5e-3, see gdn_prefill_test.cc).
 //
-// Layout. One block (256 threads, 8 warps) owns 32 value columns of one (seq, value head) and walks
-// the seq's chunks in order; the state slice [dk, 32] stays in shared memory for the whole seq (read
-// once, written once). The ceil(dv / 32) blocks of a head are one thread-block cluster: the gated
-// RMSNorm over dv adds their per-token sums of o^2 through distributed shared memory (one cluster
-// barrier a chunk, double-buffered by chunk parity). The dv-independent pieces (norms, gates, the
-// C x C Gram matrices) are computed by every block of the cluster: cheaper than exchanging them.
-//
-// Per chunk (barriers between phases):
-//   1. load q/k rows [C, dk], the v slice [C, 32], the gates; L2-normalise q and k; cumulative G.
-//   2. A (= beta exp(G_t - G_s) K K^T, strictly lower, stored transposed), P (= exp(G_t - G_s) Q K^T,
-//      lower with diagonal) and K S0 -> rhs = beta (v - gamma K S0) in place of v.
-//   3. warp 0: forward substitution (I + A) delta = rhs, a lane a column, in registers;
-//      warps 1..7: gamma Q S0 -> O, and k_s *= exp(G_last - G_s) for the state update.
-//   4. O += P delta; S = gamma_last S + K~^T delta.
-//   5. per-token sum of o^2 -> cluster barrier -> rms -> out (f16, gated by silu(z)).
-//
-// Matrix products are 16x8 warp tiles over shared memory (TileGemm). Precision: the state path
-// (K K^T, K S0, K~^T delta) feeds the carried f32 state, so it runs as 3xTF32 (a = a_big + a_small,
-// a_big b_big + a_big b_small + a_small b_big: ~f32 accuracy, the state stays within 1e-4 of the
-// sequential f32 CPU); the output-only path (Q K^T, Q S0, P delta) runs as plain TF32 (relative
-// error ~5e-4 before the f16 store, whose own rounding is 4.9e-4; the f16 output tolerance is 3e-3).
-// The kSimt variant computes every tile with f32 FMAs from the same operands (tests compare both, so
-// a wrong mma fragment mapping shows as a kTensorCores-only failure).
-#include <cooperative_groups.h>
-
+// Output: a block per (value head, chunk slot): per token, rms of O over dv, times norm_w and silu(z),
+// to f16; warp per token, a lane four columns.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/cuda/device_common.cuh"
-#include "kernels/cuda/gdn_kernels.h"
+#include "kernels/cuda/gdn_chunked.cuh"
 #include "kernels/cuda/step_launch.h"
 
 namespace sparkserve::kernels::cuda {
+namespace gdn_chunked {
 namespace {
-
-namespace cg = cooperative_groups;
-
-constexpr int kC = kGdnChunkTokens;        // tokens a chunk (64)
-constexpr int kW = kGdnChunkSliceColumns;  // value columns a block (32)
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-constexpr int kLdW = kW + 8;  // row stride of [*, 32] tiles: B-fragment reads (k = t, n = g) hit 32 banks
-constexpr int kLdC = kC + 4;  // row stride of [C, C] tiles: A-fragment reads (m = g, k = t) hit 32 banks
-static_assert(kC == 64 && kW == 32, "the tile loops below are written for 64-token chunks and 32 columns");
 
 __device__ __forceinline__ float SiluF(float x) { return x / (1.0f + expf(-x)); }
 
-__device__ __forceinline__ uint32_t ToTf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-  return r;
+// A buffer: the record's [0, u_off) as it is, then the U slice [64][kLdSlice] (delta after step b).
+__host__ __device__ inline size_t StageBytes(const GdnChunkLayout& lay) {
+  return static_cast<size_t>(lay.u_off) + sizeof(float) * kC * kLdSlice;
+}
+size_t RecurrenceSmemBytes(const GdnChunkLayout& lay) {
+  return 2 * StageBytes(lay) + sizeof(float) * static_cast<size_t>(lay.dkp) * kLdSlice;
 }
 
-// c (16x8, f32) += a (16x8, tf32, row) * b (8x8, tf32, col).
-__device__ __forceinline__ void MmaTf32(float c[4], const uint32_t a[4], const uint32_t b[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-enum class TileMath { kSimt, kTf32, kTf32x3 };
-
-// acc, a 16x8 tile in the mma accumulator layout (lane = 4 g + t holds rows g, g + 8 and columns
-// 2t, 2t + 1: acc[e] is (g + 8 (e / 2), 2t + e % 2)), += sum over k < K of A(r, k) B(k, c) with
-// A(r, k) = a[r * a_r + k * a_k] and B(k, c) = b[k * b_k + c * b_c]. K is a multiple of 8.
-template <TileMath M>
-__device__ __forceinline__ void TileGemm(float acc[4], const float* a, int a_r, int a_k, const float* b, int b_k,
-                                         int b_c, int K) {
-  const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t = lane & 3;
-  if constexpr (M == TileMath::kSimt) {
-    const float* a0 = a + g * a_r;
-    const float* a1 = a + (g + 8) * a_r;
-    const float* b0 = b + (2 * t) * b_c;
-    const float* b1 = b + (2 * t + 1) * b_c;
-    for (int k = 0; k < K; ++k) {
-      const float x0 = a0[k * a_k], x1 = a1[k * a_k], y0 = b0[k * b_k], y1 = b1[k * b_k];
-      acc[0] = fmaf(x0, y0, acc[0]);
-      acc[1] = fmaf(x0, y1, acc[1]);
-      acc[2] = fmaf(x1, y0, acc[2]);
-      acc[3] = fmaf(x1, y1, acc[3]);
-    }
-  } else {
-#pragma unroll 2
-    for (int k0 = 0; k0 < K; k0 += 8) {
-      // A fragment: (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4); B fragment: (t, g), (t + 4, g).
-      const float af[4] = {a[g * a_r + (k0 + t) * a_k], a[(g + 8) * a_r + (k0 + t) * a_k],
-                           a[g * a_r + (k0 + t + 4) * a_k], a[(g + 8) * a_r + (k0 + t + 4) * a_k]};
-      const float bf[2] = {b[(k0 + t) * b_k + g * b_c], b[(k0 + t + 4) * b_k + g * b_c]};
-      uint32_t ab[4], bb[2];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) ab[i] = ToTf32(af[i]);
-#pragma unroll
-      for (int i = 0; i < 2; ++i) bb[i] = ToTf32(bf[i]);
-      if constexpr (M == TileMath::kTf32x3) {
-        uint32_t as[4], bs[2];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) as[i] = ToTf32(af[i] - __uint_as_float(ab[i]));
-#pragma unroll
-        for (int i = 0; i < 2; ++i) bs[i] = ToTf32(bf[i] - __uint_as_float(bb[i]));
-        MmaTf32(acc, as, bb);  // the small terms first
-        MmaTf32(acc, ab, bs);
-      }
-      MmaTf32(acc, ab, bb);
-    }
-  }
-}
-
-struct ChunkParams : GdnLayerParams {
-  int dkp;  // dk rounded up to 16 (the state product's row tiles); columns dk..dkp-1 are zeros
-  int min_tokens;  // seqs with fewer tokens are left to the sequential kernel
-};
-
-// Shared memory, in floats: q, k [C][dkp + 4]; S [dkp][kLdW]; D (v -> rhs -> delta), O [C][kLdW];
-// At (A transposed), P [C][kLdC]; G, beta, rms [C]; per-token sums of o^2 [2][C].
-__host__ __device__ constexpr int ChunkSmemFloats(int dkp) {
-  return 2 * kC * (dkp + 4) + dkp * kLdW + 2 * kC * kLdW + 2 * kC * kLdC + 5 * kC;
-}
-
-// grid (slices, nv, num_seqs), cluster (slices, 1, 1).
-template <bool kTensorCores>
-__global__ void __launch_bounds__(kThreads, 1) GatedDeltaNetChunkedKernel(const ChunkParams p) {
-  constexpr TileMath kStateMath = kTensorCores ? TileMath::kTf32x3 : TileMath::kSimt;
-  constexpr TileMath kOutMath = kTensorCores ? TileMath::kTf32 : TileMath::kSimt;
+// grid (dvp / 32, nv, num_seqs).
+template <bool kExact>
+__global__ void __launch_bounds__(kThreads, 1) GdnChunkRecurrenceKernel(const GdnChunkParams p) {
   WaitForPriorGrids();
   AllowNextGrid();
-  const int s = static_cast<int>(blockIdx.z);
-  const int t0 = p.batch.token_begin[s], total = p.batch.token_begin[s + 1] - t0;
-  if (total < p.min_tokens || total <= 0) return;  // the same for every block of the cluster
-
-  const cg::cluster_group cluster = cg::this_cluster();
-  extern __shared__ __align__(16) float smem[];
-  const int ldq = p.dkp + 4;
-  float* Qs = smem;
-  float* Ks = Qs + kC * ldq;
-  float* Ss = Ks + kC * ldq;
-  float* Ds = Ss + p.dkp * kLdW;
-  float* Os = Ds + kC * kLdW;
-  float* At = Os + kC * kLdW;
-  float* Ps = At + kC * kLdC;
-  float* gate = Ps + kC * kLdC;  // g, then the cumulative G
-  float* beta = gate + kC;
-  float* rms = beta + kC;
-  float* ssq = rms + kC;  // [2][C]
-
-  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  const int lg = lane >> 2, lt = lane & 3;  // the accumulator tile coordinates of this lane
-  const int slices = static_cast<int>(gridDim.x);
-  const int j = static_cast<int>(blockIdx.y);
+  const int s = static_cast<int>(blockIdx.z), j = static_cast<int>(blockIdx.y);
   const int col0 = static_cast<int>(blockIdx.x) * kW;
-  const int ncols = min(kW, p.dv - col0);  // >= 1: slices = ceil(dv / kW)
-  const int kh = j / (p.nv / p.nk);
-  const int dk = p.dk, dkp = p.dkp, dv = p.dv;
+  const int32_t* tb = p.batch.token_begin;
+  const int tb0 = tb[0], t0 = tb[s], total = tb[s + 1] - t0;
+  if (total < p.min_tokens || total <= 0) return;  // the same for the whole block
+  const int chunks = (total + kC - 1) / kC;
+  const int slot0 = (t0 - tb0) / kC + s;
+  if (slot0 + chunks > p.num_slots) return;  // a batch whose num_tokens understates it: outputs stay unwritten
+
+  extern __shared__ __align__(16) uint8_t smem[];
+  const GdnChunkLayout& L = p.lay;
+  const int stage_bytes = static_cast<int>(StageBytes(L));
+  float* Ss = reinterpret_cast<float*>(smem + 2 * stage_bytes);  // [dkp][kLdSlice]
+
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5;
+  const int g = LaneG(), t = LaneT();
+  const int dk = p.dk, dv = p.dv, dkp = L.dkp;
+  const int mt = warp & 3, np = warp >> 2;      // step b / O: rows 16 mt.., n-tiles 2 np, 2 np + 1
+  const bool has_rows = 16 * warp < dkp;       // step d: state rows 16 warp.. (all 4 n-tiles)
   const int slot = p.batch.slots[s];
   const bool fresh = p.batch.start_pos[s] == 0;
-  float* state = p.state + (static_cast<size_t>(slot) * p.nv + j) * static_cast<size_t>(dk) * dv + col0;
+  float* state = p.state + (static_cast<size_t>(slot) * p.nv + j) * static_cast<size_t>(dk) * dv;
 
-  // Zeros everywhere first: padding rows/columns are read as zeros by the tile products, and no
-  // tile ever reads an uninitialised word.
-  for (int i = tid; i < ChunkSmemFloats(dkp); i += kThreads) smem[i] = 0.0f;
-  __syncthreads();
-  if (!fresh) {
-    for (int i = tid; i < dk * kW; i += kThreads) {
-      const int r = i / kW, c = i % kW;
-      if (c < ncols) Ss[r * kLdW + c] = state[static_cast<size_t>(r) * dv + c];
+  auto issue = [&](int c, int buf) {
+    const uint8_t* rec = p.records + (static_cast<size_t>(slot0 + c) * p.nv + j) * static_cast<size_t>(L.bytes);
+    uint8_t* st = smem + buf * stage_bytes;
+    for (int i = tid; i < L.u_off / 16; i += kThreads) CpAsync16(st + 16 * i, rec + 16 * i, true);
+    const float* u = reinterpret_cast<const float*>(rec + L.u_off) + col0;
+    float* us = reinterpret_cast<float*>(st + L.u_off);
+    for (int i = tid; i < kC * kW / 4; i += kThreads) {
+      const int r = i >> 3, q = i & 7;
+      CpAsync16(us + r * kLdSlice + 4 * q, u + r * L.dvp + 4 * q, true);
+    }
+    CpAsyncCommit();
+  };
+  issue(0, 0);
+
+  // The state slice: element (n, e) of warp w is row 16w + g + 8 (e / 2), column 8n + 2t + e % 2.
+  float sreg[4][4];
+#pragma unroll
+  for (int nn = 0; nn < 4; ++nn) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = 16 * warp + g + 8 * (e >> 1), c = 8 * nn + 2 * t + (e & 1);
+      sreg[nn][e] = (!fresh && has_rows && r < dk && col0 + c < dv) ? state[static_cast<size_t>(r) * dv + col0 + c]
+                                                                    : 0.0f;
+      if (has_rows) Ss[r * kLdSlice + c] = sreg[nn][e];
     }
   }
 
-  const float a_scale = expf(__ldg(p.a_log + j));
-  const float dt_bias = __ldg(p.dt_bias + j);
-  const int q_off = kh * dk, k_off = (p.nk + kh) * dk, v_off = 2 * p.nk * dk + j * dv + col0;
+  for (int c = 0; c < chunks; ++c) {
+    const int buf = c & 1;
+    uint8_t* st = smem + buf * stage_bytes;
+    const float* Ws = reinterpret_cast<const float*>(st + L.w_off);
+    const float* KTs = reinterpret_cast<const float*>(st + L.kt_off);
+    const __half* Qs = reinterpret_cast<const __half*>(st + L.q_off);
+    const __half* Ps = reinterpret_cast<const __half*>(st + L.p_off);
+    float* Us = reinterpret_cast<float*>(st + L.u_off);
+    CpAsyncWaitAll();
+    __syncthreads();  // chunk c landed; chunk c - 1 is done with the other buffer and wrote S
+    if (c + 1 < chunks) issue(c + 1, buf ^ 1);
 
-  int parity = 0;
-  for (int c0 = 0; c0 < total; c0 += kC, parity ^= 1) {
-    const int n = min(kC, total - c0);
-    const int n8 = (n + 7) & ~7, row_tiles = (n + 15) >> 4;
-    const int tb = t0 + c0;  // the chunk's first token in the step
-
-    // ---- 1. loads (rows >= n and columns >= dk / ncols as zeros), gates
-    for (int i = tid; i < kC * dkp; i += kThreads) {
-      const int r = i / dkp, d = i - r * dkp;
-      float q = 0.0f, k = 0.0f;
-      if (r < n && d < dk) {
-        const float* row = p.mixed + static_cast<size_t>(tb + r) * p.mixed_stride;
-        q = __ldg(row + q_off + d);
-        k = __ldg(row + k_off + d);
-      }
-      Qs[r * ldq + d] = q;
-      Ks[r * ldq + d] = k;
-    }
-    for (int i = tid; i < kC * kW; i += kThreads) {
-      const int r = i / kW, c = i % kW;
-      Ds[r * kLdW + c] =
-          (r < n && c < ncols) ? __ldg(p.mixed + static_cast<size_t>(tb + r) * p.mixed_stride + v_off + c) : 0.0f;
-    }
-    if (tid < kC) {
-      float g = 0.0f, b = 0.0f;  // padding tokens: no decay, no write
-      if (tid < n) {
-        const float ax = __ldg(p.a + static_cast<size_t>(tb + tid) * p.ab_stride + j) + dt_bias;
-        const float softplus = ax > 20.0f ? ax : log1pf(expf(ax));
-        g = -a_scale * softplus;
-        b = 1.0f / (1.0f + expf(-__ldg(p.b + static_cast<size_t>(tb + tid) * p.ab_stride + j)));
-      }
-      gate[tid] = g;
-      beta[tid] = b;
-    }
-    __syncthreads();
-
-    if (warp == 0) {  // inclusive prefix sum of g over the chunk: two tokens a lane
-      const float g0 = gate[2 * lane], g1 = gate[2 * lane + 1];
-      float incl = g0 + g1;
+    // ---- b. delta = U - W S, O = Q~ S
+    float db[2][4], ds[2][4], o[2][4];
 #pragma unroll
-      for (int off = 1; off < 32; off <<= 1) {
-        const float v = __shfl_up_sync(0xffffffffu, incl, off);
-        if (lane >= off) incl += v;
-      }
-      float excl = __shfl_up_sync(0xffffffffu, incl, 1);
-      if (lane == 0) excl = 0.0f;
-      __syncwarp();
-      gate[2 * lane] = excl + g0;
-      gate[2 * lane + 1] = (excl + g0) + g1;
-    }
-    for (int r = warp; r < n; r += kWarps) {  // L2 norms: q * scale / |q|, k / |k| (eps inside the rsqrt)
-      float sq = 0.0f, sk = 0.0f;
-      for (int d = lane; d < dk; d += 32) {
-        const float q = Qs[r * ldq + d], k = Ks[r * ldq + d];
-        sq = fmaf(q, q, sq);
-        sk = fmaf(k, k, sk);
-      }
+    for (int nn = 0; nn < 2; ++nn) {
 #pragma unroll
-      for (int off = 16; off > 0; off >>= 1) {
-        sq += __shfl_xor_sync(0xffffffffu, sq, off);
-        sk += __shfl_xor_sync(0xffffffffu, sk, off);
-      }
-      const float iq = rsqrtf(sq + 1e-6f) * p.q_scale, ik = rsqrtf(sk + 1e-6f);
-      for (int d = lane; d < dk; d += 32) {
-        Qs[r * ldq + d] *= iq;
-        Ks[r * ldq + d] *= ik;
+      for (int e = 0; e < 4; ++e) {
+        db[nn][e] = Us[(16 * mt + g + 8 * (e >> 1)) * kLdSlice + 8 * (2 * np + nn) + 2 * t + (e & 1)];
+        ds[nn][e] = 0.0f;
+        o[nn][e] = 0.0f;
       }
     }
-    __syncthreads();
+    for (int k0 = 0; k0 < dkp; k0 += 8) {
+      uint32_t wh[4], wl[4], qa[4];
+      LoadA<kExact>(wh, wl, Ws + 16 * mt * L.ldw + k0, L.ldw, -1.0f);
+      LoadA16(qa, Qs + 16 * mt * L.ldq + k0, L.ldq);
+#pragma unroll
+      for (int nn = 0; nn < 2; ++nn) {
+        uint32_t sh[2], sl[2];
+        LoadBKN<kExact>(sh, sl, Ss + k0 * kLdSlice + 8 * (2 * np + nn), kLdSlice);
+        Mma3<kExact>(db[nn], ds[nn], wh, wl, sh, sl);
+        Mma1<kExact>(o[nn], qa, sh);
+      }
+    }
+#pragma unroll
+    for (int nn = 0; nn < 2; ++nn) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        Us[(16 * mt + g + 8 * (e >> 1)) * kLdSlice + 8 * (2 * np + nn) + 2 * t + (e & 1)] = db[nn][e] + ds[nn][e];
+      }
+    }
+    __syncthreads();  // delta complete; every read of S for this chunk done
 
-    // ---- 2. Gram tiles (A: 20 of K K^T, P: 20 of Q K^T, on or below the diagonal) and K S0 (16)
-    for (int task = warp; task < 56; task += kWarps) {
-      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      if (task < 40) {
-        const int mat = task / 20, idx = task % 20;
-        const int rt = idx < 2 ? 0 : idx < 6 ? 1 : idx < 12 ? 2 : 3;  // row tile rt has column tiles 0..2rt+1
-        const int ct = idx - (rt == 0 ? 0 : rt == 1 ? 2 : rt == 2 ? 6 : 12);
-        if (rt >= row_tiles) continue;
-        const float* b = Ks + ct * 8 * ldq;  // B(k, c) = k_{8ct + c}[k]
-        if (mat == 0) {
-          TileGemm<kStateMath>(acc, Ks + rt * 16 * ldq, ldq, 1, b, 1, ldq, dkp);
-        } else {
-          TileGemm<kOutMath>(acc, Qs + rt * 16 * ldq, ldq, 1, b, 1, ldq, dkp);
-        }
+    // ---- d. S = decay S + K~^T delta; O += P delta
+    const float decay = *reinterpret_cast<const float*>(st + L.decay_off);
+    float sb[4][4], ss[4][4];
+#pragma unroll
+    for (int nn = 0; nn < 4; ++nn) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        sb[nn][e] = decay * sreg[nn][e];
+        ss[nn][e] = 0.0f;
+      }
+    }
+    const int o_steps = 2 * (mt + 1);  // P's row tile mt is zero past token 16 (mt + 1)
+#pragma unroll 2
+    for (int ks = 0; ks < kC / 8; ++ks) {
+      const int k0 = 8 * ks;
+      uint32_t kh[4] = {0u, 0u, 0u, 0u}, kl[4] = {0u, 0u, 0u, 0u}, pa[4] = {0u, 0u, 0u, 0u};
+      if (has_rows) LoadA<kExact>(kh, kl, KTs + 16 * warp * kLdKt + k0, kLdKt);
+      const bool with_o = ks < o_steps;
+      if (with_o) LoadA16(pa, Ps + 16 * mt * kLdP + k0, kLdP);
+#pragma unroll
+      for (int nn = 0; nn < 4; ++nn) {
+        const bool mine = (nn >> 1) == np;
+        if (!has_rows && !(with_o && mine)) continue;  // warp-uniform
+        uint32_t dh[2], dl[2];
+        LoadBKN<kExact>(dh, dl, Us + k0 * kLdSlice + 8 * nn, kLdSlice);
+        if (has_rows) Mma3<kExact>(sb[nn], ss[nn], kh, kl, dh, dl);
+        if (with_o && mine) Mma1<kExact>(o[nn & 1], pa, dh);
+      }
+    }
+    if (has_rows) {
+#pragma unroll
+      for (int nn = 0; nn < 4; ++nn) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int r = rt * 16 + lg + 8 * (e >> 1), c = ct * 8 + 2 * lt + (e & 1);
-          if (mat == 0) {
-            At[c * kLdC + r] = c < r ? beta[r] * expf(gate[r] - gate[c]) * acc[e] : 0.0f;
-          } else {
-            Ps[r * kLdC + c] = c <= r ? expf(gate[r] - gate[c]) * acc[e] : 0.0f;
-          }
-        }
-      } else {
-        const int idx = task - 40, rt = idx >> 2, ct = idx & 3;
-        if (rt >= row_tiles) continue;
-        TileGemm<kStateMath>(acc, Ks + rt * 16 * ldq, ldq, 1, Ss + ct * 8, kLdW, 1, dkp);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = rt * 16 + lg + 8 * (e >> 1), c = ct * 8 + 2 * lt + (e & 1);
-          float& d = Ds[r * kLdW + c];  // v -> rhs; one lane owns each element
-          d = beta[r] * (d - expf(gate[r]) * acc[e]);
+          sreg[nn][e] = sb[nn][e] + ss[nn][e];
+          Ss[(16 * warp + g + 8 * (e >> 1)) * kLdSlice + 8 * nn + 2 * t + (e & 1)] = sreg[nn][e];
         }
       }
     }
-    __syncthreads();
-
-    // ---- 3. solve (warp 0) beside gamma Q S0 and the decayed keys (warps 1..7)
-    if (warp == 0) {
-      // Right-looking forward substitution on column `lane`: once x[jj] is final, every later row
-      // subtracts A[i][jj] x[jj] (independent FMAs; At row jj is a broadcast read). Rows >= n hold
-      // rhs 0 and are never written back.
-      float x[kC];
+    // O rows of this chunk's tokens, columns < dv (dv % 4 == 0: a pair is in or out together).
+    const int n = min(kC, total - c * kC);
+    const int row0 = t0 - tb0 + c * kC;
 #pragma unroll
-      for (int i = 0; i < kC; ++i) x[i] = Ds[i * kLdW + lane];
+    for (int nn = 0; nn < 2; ++nn) {
+      const int col = col0 + 8 * (2 * np + nn) + 2 * t;
 #pragma unroll
-      for (int jj = 0; jj < kC - 1; ++jj) {
-        if (jj + 1 >= n) break;
-        const float xj = x[jj];
-        const float* arow = At + jj * kLdC;
-#pragma unroll
-        for (int i = jj + 1; i < kC; ++i) x[i] = fmaf(-arow[i], xj, x[i]);
-      }
-#pragma unroll
-      for (int i = 0; i < kC; ++i) {
-        if (i < n) Ds[i * kLdW + lane] = x[i];
-      }
-    } else {
-      for (int task = warp - 1; task < 16; task += kWarps - 1) {
-        const int rt = task >> 2, ct = task & 3;
-        if (rt >= row_tiles) continue;
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        TileGemm<kOutMath>(acc, Qs + rt * 16 * ldq, ldq, 1, Ss + ct * 8, kLdW, 1, dkp);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = rt * 16 + lg + 8 * (e >> 1), c = ct * 8 + 2 * lt + (e & 1);
-          Os[r * kLdW + c] = expf(gate[r]) * acc[e];
+      for (int h = 0; h < 2; ++h) {
+        const int r = 16 * mt + g + 8 * h;
+        if (r < n && col < dv && row0 + r < p.num_tokens) {
+          *reinterpret_cast<float2*>(p.o + (static_cast<size_t>(row0 + r) * p.nv + j) * dv + col) =
+              make_float2(o[nn][2 * h], o[nn][2 * h + 1]);
         }
       }
-      const float g_last = gate[kC - 1];  // == G_{n-1}: padding tokens have g = 0
-      for (int i = tid - 32; i < n * dkp; i += kThreads - 32) {
-        const int r = i / dkp;
-        Ks[r * ldq + (i - r * dkp)] *= expf(g_last - gate[r]);
-      }
-    }
-    __syncthreads();
-
-    // ---- 4. O += P delta (16 tiles); S = gamma_last S + K~^T delta (dkp / 16 x 4 tiles)
-    const float decay_all = expf(gate[kC - 1]);
-    const int tasks = 16 + (dkp / 16) * 4;
-    for (int task = warp; task < tasks; task += kWarps) {
-      float acc[4];
-      if (task < 16) {
-        const int rt = task >> 2, ct = task & 3;
-        if (rt >= row_tiles) continue;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[e] = Os[(rt * 16 + lg + 8 * (e >> 1)) * kLdW + ct * 8 + 2 * lt + (e & 1)];
-        // P is zero above the diagonal: tokens past the row tile's last row add nothing.
-        TileGemm<kOutMath>(acc, Ps + rt * 16 * kLdC, kLdC, 1, Ds + ct * 8, kLdW, 1, min(16 * (rt + 1), n8));
-#pragma unroll
-        for (int e = 0; e < 4; ++e) Os[(rt * 16 + lg + 8 * (e >> 1)) * kLdW + ct * 8 + 2 * lt + (e & 1)] = acc[e];
-      } else {
-        const int idx = task - 16, rt = idx >> 2, ct = idx & 3;
-        float* sp[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          sp[e] = Ss + (rt * 16 + lg + 8 * (e >> 1)) * kLdW + ct * 8 + 2 * lt + (e & 1);
-          acc[e] = decay_all * *sp[e];
-        }
-        // A(r, k) = k~_k[16 rt + r]: the decayed keys read transposed.
-        TileGemm<kStateMath>(acc, Ks + rt * 16, 1, ldq, Ds + ct * 8, kLdW, 1, n8);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) *sp[e] = acc[e];
-      }
-    }
-    __syncthreads();
-
-    // ---- 5. gated RMSNorm over dv (this block's sums, then the cluster's) and the f16 output
-    for (int r = warp; r < n; r += kWarps) {
-      const float o = Os[r * kLdW + lane];  // columns >= ncols are zeros
-      float ss = o * o;
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-      if (lane == 0) ssq[parity * kC + r] = ss;
-    }
-    // ssq[parity] is rewritten two chunks later, after the next chunk's cluster barrier, which no
-    // block passes before every block has read this chunk's sums.
-    cluster.sync();
-    if (tid < n) {
-      float sum = 0.0f;
-      for (int rank = 0; rank < slices; ++rank) sum += cluster.map_shared_rank(ssq + parity * kC, rank)[tid];
-      rms[tid] = rsqrtf(sum / static_cast<float>(dv) + p.eps);
-    }
-    __syncthreads();
-    for (int i = tid; i < n * kW; i += kThreads) {
-      const int r = i / kW, c = i % kW;
-      if (c >= ncols) continue;
-      const int t = tb + r, col = col0 + c;
-      const float z = __ldg(p.z + static_cast<size_t>(t) * p.z_stride + j * dv + col);
-      const float y = (__ldg(p.norm_w + col) * (Os[r * kLdW + c] * rms[r])) * SiluF(z);
-      p.out[(static_cast<size_t>(t) * p.nv + j) * dv + col] = __float2half_rn(SaturateToHalfRange(y));
     }
   }
-  // No block may exit while a peer can still read its sums; this also orders the last state update.
-  cluster.sync();
-  for (int i = tid; i < dk * kW; i += kThreads) {
-    const int r = i / kW, c = i % kW;
-    if (c < ncols) state[static_cast<size_t>(r) * dv + c] = Ss[r * kLdW + c];
+
+  if (has_rows) {
+#pragma unroll
+    for (int nn = 0; nn < 4; ++nn) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = 16 * warp + g + 8 * h, c = col0 + 8 * nn + 2 * t;
+        if (r < dk && c < dv) {
+          *reinterpret_cast<float2*>(state + static_cast<size_t>(r) * dv + c) =
+              make_float2(sreg[nn][2 * h], sreg[nn][2 * h + 1]);
+        }
+      }
+    }
   }
 }
 
-template <bool kTensorCores>
-cudaError_t LaunchChunked(const ChunkParams& p, cudaStream_t stream) {
-  const int slices = (p.dv + kW - 1) / kW;
-  const size_t smem = sizeof(float) * static_cast<size_t>(ChunkSmemFloats(p.dkp));
-  const cudaError_t attr_err = cudaFuncSetAttribute(GatedDeltaNetChunkedKernel<kTensorCores>,
-                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  if (attr_err != cudaSuccess) return attr_err;
-  return LaunchStepKernelInClusters(GatedDeltaNetChunkedKernel<kTensorCores>, dim3(slices, p.nv, p.batch.num_seqs),
-                                    dim3(kThreads), smem, stream, static_cast<unsigned>(slices), p);
+// grid (nv, num_slots): out = norm_w * O / rms(O) * silu(z) over the chunk's tokens.
+__global__ void __launch_bounds__(kThreads) GdnChunkOutputKernel(const GdnChunkParams p) {
+  WaitForPriorGrids();
+  AllowNextGrid();
+  const int j = static_cast<int>(blockIdx.x);
+  const ChunkRef ref = LocateChunk(p, static_cast<int>(blockIdx.y));
+  if (!ref.valid) return;
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int dv = p.dv, c = 4 * lane;  // dv <= 128: one float4 a lane
+  const bool mine = c < dv;
+  float4 w = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (mine) w = make_float4(__ldg(p.norm_w + c), __ldg(p.norm_w + c + 1), __ldg(p.norm_w + c + 2), __ldg(p.norm_w + c + 3));
+  for (int r = warp; r < ref.n; r += kWarps) {
+    const int rel = ref.tok_rel + r, tok = ref.tok_abs + r;
+    if (rel >= p.num_tokens) break;
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (mine) o = *reinterpret_cast<const float4*>(p.o + (static_cast<size_t>(rel) * p.nv + j) * dv + c);
+    float sq = o.x * o.x + o.y * o.y + o.z * o.z + o.w * o.w;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
+    const float rms = rsqrtf(sq / static_cast<float>(dv) + p.eps);
+    if (!mine) continue;
+    const float* z = p.z + static_cast<size_t>(tok) * p.z_stride + j * dv + c;
+    const float y0 = (w.x * (o.x * rms)) * SiluF(__ldg(z));
+    const float y1 = (w.y * (o.y * rms)) * SiluF(__ldg(z + 1));
+    const float y2 = (w.z * (o.z * rms)) * SiluF(__ldg(z + 2));
+    const float y3 = (w.w * (o.w * rms)) * SiluF(__ldg(z + 3));
+    __half2* out = reinterpret_cast<__half2*>(p.out + (static_cast<size_t>(tok) * p.nv + j) * dv + c);
+    out[0] = __halves2half2(ToHalfSaturated(y0), ToHalfSaturated(y1));
+    out[1] = __halves2half2(ToHalfSaturated(y2), ToHalfSaturated(y3));
+  }
+}
+
+template <bool kExact>
+cudaError_t LaunchRecurrence(const GdnChunkParams& p, cudaStream_t stream) {
+  const size_t smem = RecurrenceSmemBytes(p.lay);
+  const cudaError_t attr = cudaFuncSetAttribute(GdnChunkRecurrenceKernel<kExact>,
+                                                cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (attr != cudaSuccess) return attr;
+  return LaunchStepKernel(GdnChunkRecurrenceKernel<kExact>, dim3(p.lay.dvp / kW, p.nv, p.batch.num_seqs),
+                          dim3(kThreads), smem, stream, p);
 }
 
 }  // namespace
+}  // namespace gdn_chunked
+
+size_t GdnChunkedSmemBytes(int dk, int dv) {
+  const GdnChunkLayout lay = MakeGdnChunkLayout(dk, dv);
+  return std::max(gdn_chunked::GdnChunkPrepSmemBytes(lay), gdn_chunked::RecurrenceSmemBytes(lay));
+}
+
+bool GdnChunkedFitsDevice(int dk, int dv) {
+  int dev = 0, optin = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) return false;
+  return GdnChunkedSmemBytes(dk, dv) <= static_cast<size_t>(optin);
+}
 
 cudaError_t LaunchGatedDeltaNetChunked(const GdnInput& in, const GdnShape& shape, const float* a_log,
                                        const float* dt_bias, const float* norm_w, float eps,
-                                       const RaggedBatchDevice& batch, int min_tokens, bool tensor_cores, float* state,
-                                       __half* out, cudaStream_t stream) {
-  if (shape.dk < 1 || shape.dk > kGdnChunkedMaxDk || shape.dv < 1 || shape.dv > kW * kGdnMaxSlices) {
+                                       const RaggedBatchDevice& batch, int min_tokens, bool exact, float* state,
+                                       __half* out, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  namespace gc = gdn_chunked;
+  if (shape.dk < 1 || shape.dk > kGdnChunkedMaxDk || shape.dv < 4 || shape.dv > kGdnMaxDv || shape.dv % 4 != 0 ||
+      batch.num_seqs < 1 || workspace == nullptr ||
+      workspace_bytes < GdnChunkWorkspaceBytes(shape, batch.num_tokens, batch.num_seqs) ||
+      reinterpret_cast<uintptr_t>(workspace) % 16 != 0) {
     return cudaErrorInvalidValue;
   }
-  ChunkParams p;
+  gc::GdnChunkParams p;
   static_cast<GdnLayerParams&>(p) = MakeGdnLayerParams(in, shape, a_log, dt_bias, norm_w, eps, batch, state, out);
-  p.dkp = (shape.dk + 15) / 16 * 16;
+  p.lay = MakeGdnChunkLayout(shape.dk, shape.dv);
   p.min_tokens = std::max(min_tokens, 1);
-  return tensor_cores ? LaunchChunked<true>(p, stream) : LaunchChunked<false>(p, stream);
+  p.num_slots = GdnChunkSlots(batch.num_tokens, batch.num_seqs);
+  p.num_tokens = batch.num_tokens;
+  p.vec_loads = reinterpret_cast<uintptr_t>(in.mixed) % 16 == 0 && in.mixed_stride % 4 == 0 && shape.dk % 4 == 0;
+  p.records = static_cast<uint8_t*>(workspace);
+  p.o = reinterpret_cast<float*>(p.records + GdnChunkRecordsBytes(shape, batch.num_tokens, batch.num_seqs));
+  cudaError_t err = gc::LaunchGdnChunkPrep(p, exact, stream);
+  if (err != cudaSuccess) return err;
+  err = exact ? gc::LaunchRecurrence<true>(p, stream) : gc::LaunchRecurrence<false>(p, stream);
+  if (err != cudaSuccess) return err;
+  return LaunchStepKernel(gc::GdnChunkOutputKernel, dim3(shape.nv, p.num_slots), dim3(gc::kThreads), 0, stream, p);
 }
 
 }  // namespace sparkserve::kernels::cuda

@@ -4,6 +4,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+
 #include "kernels/cuda/gdn.h"
 #include "kernels/cuda/ragged_batch.h"
 
@@ -19,18 +21,16 @@ inline constexpr int kGdnMaxDv = kGdnSliceColumns * kGdnMaxSlices;
 inline constexpr int kGdnMaxDk = 256;  // 32 row groups x at most 8 rows a thread
 inline constexpr int kGdnMaxSeqs = 65535;  // grid.z
 
-// GatedDeltaNetChunked (gdn_chunked.cu): 64-token chunks, 32 value columns a block (clusters of up to
-// kGdnMaxSlices blocks a head), q/k chunks and the state slice in shared memory: dk <= 128.
+// GatedDeltaNetChunked (gdn_chunked*.cu): 64-token chunks; dk <= 128 (the prepared chunk and the
+// recurrence's state slice fit shared memory); the recurrence owns 32 value columns a block.
 inline constexpr int kGdnChunkTokens = 64;
 inline constexpr int kGdnChunkSliceColumns = 32;
 inline constexpr int kGdnChunkedMaxDk = 128;
-// GatedDeltaNet's automatic choice: a seq of at least this many tokens goes to the chunked kernel
+// GatedDeltaNet's automatic choice: a seq of at least this many tokens goes to the chunked kernels
 // (the rest of the step to the sequential one). The sequential kernel pays one block-wide reduction
-// and one cluster barrier per token (~1 us a token at the 4B's shape: 5.5 us for a decode step
-// including the launch); a chunk of the chunked kernel costs about as much as a few such tokens
-// whatever its length, so past ~16 tokens it wins (measured on the H200 at the 4B's shape: 1.4x at
-// 512 tokens, 1.2x at 4096; gpu_kernel_check prints both). Decode (1 token a seq, graph-captured)
-// never reaches it.
+// and one cluster barrier per token (~1 us a token at the 4B's shape); a chunk of the chunked path
+// costs about as much as a few such tokens whatever its length, so past ~16 tokens it wins. Decode
+// (1 token a seq, graph-captured) never reaches it.
 inline constexpr int kGdnChunkedMinTokens = 16;
 
 // What both GDN kernels read of a layer and a step (their parameter structs extend it).
@@ -66,13 +66,63 @@ cudaError_t LaunchGatedDeltaNet(const GdnInput& in, const GdnShape& shape, const
                                 const float* norm_w, float eps, const RaggedBatchDevice& batch, int skip_from_tokens,
                                 float* state, float* column_state, int max_columns, __half* out, cudaStream_t stream);
 
-// The chunked kernel takes every seq of at least min_tokens (>= 1) tokens and leaves the others
-// untouched. tensor_cores: TF32 mma tiles (3xTF32 on the state path); false: f32 FMA tiles.
-// Needs dk <= kGdnChunkedMaxDk, dv <= kGdnChunkSliceColumns * kGdnMaxSlices; no column states.
+// ---- The chunked path (gdn_chunked_prep.cu, gdn_chunked.cu; gdn.h has the algebra) ----
+// One prepared chunk (a "record") of one value head in the workspace, byte offsets (all multiples
+// of 16; row strides padded so the recurrence's mma fragment reads are free of bank conflicts):
+//   W   f32 [64][ldw]   T diag(beta gamma) K          ldw = dkp + 4
+//   KT  f32 [dkp][68]   (diag(exp(G_last - G)) K)^T   (the decayed keys, transposed)
+//   Q   f16 [64][ldq]   diag(gamma) Q                  ldq = dkp + 8
+//   P   f16 [64][72]    lower(exp(G_t - G_s) q_t.k_s)
+//   decay f32 [4]       exp(G_last), 0, 0, 0
+//   U   f32 [64][dvp]   T diag(beta) V
+// dkp = dk rounded up to 16, dvp = dv rounded up to 32; rows past the chunk's tokens and columns
+// past dk / dv are zeros. The recurrence copies [0, u_off) whole and its 32 columns of U.
+struct GdnChunkLayout {
+  int dkp = 0, dvp = 0, ldw = 0, ldq = 0;
+  int w_off = 0, kt_off = 0, q_off = 0, p_off = 0, decay_off = 0, u_off = 0, bytes = 0;
+};
+inline GdnChunkLayout MakeGdnChunkLayout(int dk, int dv) {
+  GdnChunkLayout l;
+  l.dkp = (dk + 15) / 16 * 16;
+  l.dvp = (dv + kGdnChunkSliceColumns - 1) / kGdnChunkSliceColumns * kGdnChunkSliceColumns;
+  l.ldw = l.dkp + 4;
+  l.ldq = l.dkp + 8;
+  l.w_off = 0;
+  l.kt_off = l.w_off + kGdnChunkTokens * l.ldw * 4;
+  l.q_off = l.kt_off + l.dkp * 68 * 4;
+  l.p_off = l.q_off + kGdnChunkTokens * l.ldq * 2;
+  l.decay_off = l.p_off + kGdnChunkTokens * 72 * 2;
+  l.u_off = l.decay_off + 16;
+  l.bytes = l.u_off + kGdnChunkTokens * l.dvp * 4;
+  return l;
+}
+// Chunk slots of a step of `tokens` tokens over `seqs` seqs: seq s's chunks take slots
+// (token_begin[s] - token_begin[0]) / 64 + s onwards, which never overlap and stay below this.
+inline int GdnChunkSlots(int tokens, int seqs) { return tokens / kGdnChunkTokens + seqs; }
+// The workspace of such a step: the records [slots][nv], then (at a 256-byte boundary) the
+// pre-norm output O f32 [tokens][nv][dv].
+inline size_t GdnChunkRecordsBytes(const GdnShape& shape, int tokens, int seqs) {
+  const size_t records = static_cast<size_t>(GdnChunkSlots(tokens, seqs)) * static_cast<size_t>(shape.nv) *
+                         static_cast<size_t>(MakeGdnChunkLayout(shape.dk, shape.dv).bytes);
+  return (records + 255) / 256 * 256;
+}
+inline size_t GdnChunkWorkspaceBytes(const GdnShape& shape, int tokens, int seqs) {
+  return GdnChunkRecordsBytes(shape, tokens, seqs) +
+         static_cast<size_t>(tokens) * static_cast<size_t>(shape.nv) * static_cast<size_t>(shape.dv) * 4;
+}
+// Dynamic shared memory the chunked kernels need (the larger of prep and recurrence), and whether
+// the current device grants it (227 KB on sm_90 / sm_100; sm_120 / sm_121 give 99 KB: no).
+size_t GdnChunkedSmemBytes(int dk, int dv);
+bool GdnChunkedFitsDevice(int dk, int dv);
+
+// The chunked kernels take every seq of at least min_tokens (>= 1) tokens and leave the others
+// untouched. exact: every mma emulated with f32 FMAs (kChunkedSimt); else TF32 tensor cores
+// (3xTF32 on the state path). Needs dk <= kGdnChunkedMaxDk, dv <= kGdnMaxDv, no column states, and a
+// 16-byte aligned workspace of GdnChunkWorkspaceBytes(shape, batch.num_tokens, batch.num_seqs).
 cudaError_t LaunchGatedDeltaNetChunked(const GdnInput& in, const GdnShape& shape, const float* a_log,
                                        const float* dt_bias, const float* norm_w, float eps,
-                                       const RaggedBatchDevice& batch, int min_tokens, bool tensor_cores, float* state,
-                                       __half* out, cudaStream_t stream);
+                                       const RaggedBatchDevice& batch, int min_tokens, bool exact, float* state,
+                                       __half* out, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
 // GatedDeltaNetDecode (gdn_decode.cu): seqs of exactly 1 token (others are left untouched), one read
 // and one write of the state. Whole-head blocks (dk <= kGdnDecodeWholeHeadMaxDk) when num_seqs * nv

@@ -140,6 +140,13 @@ absl::Status CudaModelRunner::Init(const std::string& model_dir) {
     ws = std::max(ws, kc::PagedAttentionWorkspaceBytes(static_cast<int>(T), static_cast<int>(H), static_cast<int>(hd)));
   }
   ASSIGN_OR_RETURN(workspace_, Buffer<uint8_t>(ws, &total));
+  if (!gdn_.empty()) {  // 0 where the chunked GDN path cannot run: prefill then takes the sequential kernel
+    const kc::GdnShape gs{static_cast<int>(nk), static_cast<int>(nv), static_cast<int>(dk), static_cast<int>(dv)};
+    const size_t gdn_ws = kc::GdnWorkspaceBytes(gs, static_cast<int>(T), static_cast<int>(S));
+    if (gdn_ws > 0) {
+      ASSIGN_OR_RETURN(gdn_workspace_, Buffer<uint8_t>(gdn_ws, &total));
+    }
+  }
   // The KV cache: the pages asked for, or (0) what the memory budget leaves.
   const int64_t page_elems = static_cast<int64_t>(options_.kv_page_size) * KV * hd;
   const int64_t kv_bytes = static_cast<int64_t>(kc::KvDtypeBytes(options_.kv_dtype));
@@ -333,7 +340,8 @@ absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
       in.mixed = mixed_.data();
       in.mixed_stride = C;
       RETURN_IF_ERROR(kc::GatedDeltaNet(in, gs, g.a_log.data(), g.dt_bias.data(), g.norm.data(), eps, batch,
-                                        st.recurrent.data(), nullptr, 0, mid16, stream_));
+                                        st.recurrent.data(), nullptr, 0, mid16, stream_,
+                                        {gdn_workspace_.data(), gdn_workspace_.bytes()}));
       RETURN_IF_ERROR(Mark("gated_delta_net"));
       RETURN_IF_ERROR(LinearThenAddNorm(g.out_proj, mid16, T, w.post_attention_layernorm.data()));
     }

@@ -114,6 +114,7 @@ class CudaModelRunner : public ModelRunner {
   DeviceBuffer<__half> hidden16_;                           // [chunk, d]
   DeviceBuffer<float> logits_;                              // [chunk, V]
   DeviceBuffer<uint8_t> workspace_;
+  DeviceBuffer<uint8_t> gdn_workspace_;  // the chunked GDN prefill's (kernels/cuda/gdn.h GdnWorkspace); empty: none
   size_t attention_workspace_bytes_ = 0;
   int64_t device_bytes_ = 0;
 
