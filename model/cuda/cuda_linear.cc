@@ -176,13 +176,29 @@ absl::StatusOr<CudaLinear> CudaLinear::UploadFused(std::span<const quant::Quanti
   return FromF32(dense, l.name_);
 }
 
+namespace {
+
+// Between the decode GEMV and the GEMM: the skinny kernel (one weight pass, mma per 8 rows) up to 32
+// rows, and up to 64 rows except on very wide outputs. Measured on the H200 (bench/RESULTS.md,
+// session 4): 18432x2560 NVFP4 at 16 rows 18.2 us skinny vs 31.6 GEMM, at 64 rows 36.9 vs 45.9; the
+// 248k-output FP8 lm_head at 64 rows 479 us skinny vs 364 GEMM (its many K pieces' partial sums).
+constexpr int kSkinnyAlwaysRows = 32;
+constexpr int kSkinnyMaxOutPast32Rows = 32768;
+
+bool TakesSkinny(int rows, int out) {
+  return rows > kc::kMaxDecodeRows && rows <= kc::kMaxSkinnyRows &&
+         (rows <= kSkinnyAlwaysRows || out <= kSkinnyMaxOutPast32Rows);
+}
+
+}  // namespace
+
 size_t CudaLinear::workspace_bytes(int rows) const {
   if (kind_ == CudaLinearKind::kBf16) return 0;
   size_t bytes = kc::DecodeLinearWorkspaceBytes(out_, in_, std::min(rows, kc::kMaxDecodeRows));
   if (rows > kc::kMaxDecodeRows) {
     bytes = std::max(bytes, kc::SkinnyLinearWorkspaceBytes(out_, in_, std::min(rows, kc::kMaxSkinnyRows)));
   }
-  if (rows > kc::kMaxSkinnyRows) bytes = std::max(bytes, kc::GemmLinearWorkspaceBytes(out_, in_, rows));
+  if (rows > kSkinnyAlwaysRows) bytes = std::max(bytes, kc::GemmLinearWorkspaceBytes(out_, in_, rows));
   if (has_w4a4() && rows > kc::kMaxDecodeRows) bytes = std::max(bytes, kc::W4A4LinearWorkspaceBytes(out_, in_, rows));
   return bytes;
 }
@@ -202,18 +218,18 @@ absl::Status CudaLinear::Run(const __half* x, int rows, float* y, void* workspac
                                       row_global_scales_.size() > 0 ? row_global_scales_.data() : nullptr};
     return kc::Nvfp4W4A4Linear(w, x, rows, y, workspace, stream, epilogue);
   }
-  // Up to kMaxDecodeRows rows the decode GEMV, up to kMaxSkinnyRows the skinny kernel (both one
-  // pass over the weights), more the tensor-core GEMM.
+  // Up to kMaxDecodeRows rows the decode GEMV, then the skinny kernel where TakesSkinny (both one
+  // pass over the weights), else the tensor-core GEMM.
   if (kind_ == CudaLinearKind::kNvfp4) {
     const kc::Nvfp4LinearDevice w{codes_.data(), group_scales_.data(), global_scale_, out_, in_,
                                   row_global_scales_.size() > 0 ? row_global_scales_.data() : nullptr};
     if (rows <= kc::kMaxDecodeRows) return kc::Nvfp4DecodeLinear(w, x, rows, y, workspace, stream, epilogue);
-    if (rows <= kc::kMaxSkinnyRows) return kc::Nvfp4SkinnyLinear(w, x, rows, y, workspace, stream, epilogue);
+    if (TakesSkinny(rows, out_)) return kc::Nvfp4SkinnyLinear(w, x, rows, y, workspace, stream, epilogue);
     return kc::Nvfp4GemmLinear(w, x, rows, y, workspace, stream, epilogue);
   }
   const kc::Fp8LinearDevice w{codes_.data(), channel_scales_.data(), out_, in_};
   if (rows <= kc::kMaxDecodeRows) return kc::Fp8DecodeLinear(w, x, rows, y, workspace, stream, epilogue);
-  if (rows <= kc::kMaxSkinnyRows) return kc::Fp8SkinnyLinear(w, x, rows, y, workspace, stream, epilogue);
+  if (TakesSkinny(rows, out_)) return kc::Fp8SkinnyLinear(w, x, rows, y, workspace, stream, epilogue);
   return kc::Fp8GemmLinear(w, x, rows, y, workspace, stream, epilogue);
 }
 
