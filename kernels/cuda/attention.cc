@@ -83,13 +83,17 @@ absl::Status QkNormRopeKvWrite(const QkvInput& in, const float* q_norm, const fl
 }
 
 size_t PagedAttentionWorkspaceBytes(int num_tokens, int heads, int head_dim) {
-  // Enough for every step of up to num_tokens tokens (the split count falls as tokens grow, so the
-  // largest need is not always at num_tokens).
+  // Enough for every step of up to num_tokens tokens (the split counts fall as tokens grow, so the
+  // largest need is not always at num_tokens). The decode kernel's splits are at most its cap for
+  // the step's token count whatever the seqs and kv heads.
+  const bool decode = DecodeAttentionSupports(head_dim);
   size_t most = 0;
   for (int t = 1; t <= num_tokens; ++t) {
     const int splits = AttentionSplits(t);
-    if (splits <= 1) break;
-    most = std::max(most, AttentionPartialFloats(splits, t, heads, head_dim));
+    const int decode_splits = decode ? DecodeAttentionSplitCap(t) : 1;
+    if (splits <= 1 && decode_splits <= 1) break;
+    most = std::max({most, AttentionPartialFloats(splits, t, heads, head_dim),
+                     AttentionPartialFloats(decode_splits, t, heads, head_dim)});
   }
   return most * sizeof(float);
 }
@@ -126,13 +130,17 @@ absl::Status PagedAttention(const float* q, int heads, float scale, const KvPool
                                batch.num_tokens));
   }
 
-  // The flash kernel takes the seqs of > kPerTokenMaxTokens tokens when it supports the shape; the
-  // split-K kernel the rest (all of a decode / verify step).
+  // Seqs of > kPerTokenMaxTokens tokens: the flash kernel when it supports the shape, else the
+  // split-K kernel's tile path. Seqs of <= kPerTokenMaxTokens (all of a decode / verify step): the
+  // tensor-core decode kernel when it supports the head dim, else the split-K kernel. Which seqs are
+  // short is device data: a step with one long seq has none, any other step may have some.
+  const bool has_long = batch.max_seq_tokens > kPerTokenMaxTokens;
+  const bool has_short = !has_long || batch.num_seqs > 1;
   bool prefill = false;
   PrefillTile tile = PrefillTile::kLarge;
-  if (path != AttentionPath::kSplitK && batch.max_seq_tokens > kPerTokenMaxTokens) {
+  if (path != AttentionPath::kSplitK && has_long) {
     const bool supported = PrefillAttentionSupports(hd, group);
-    if (path == AttentionPath::kAuto) {
+    if (path == AttentionPath::kAuto || path == AttentionPath::kDecode) {
       if (supported && PrefillAttentionFits(PrefillTile::kLarge, hd, kv.dtype)) {
         prefill = true;
       } else if (supported && PrefillAttentionFits(PrefillTile::kSmall, hd, kv.dtype)) {
@@ -158,19 +166,43 @@ absl::Status PagedAttention(const float* q, int heads, float scale, const KvPool
       prefill = true;
     }
   }
-  const bool split_k = !prefill || batch.num_seqs > 1;  // one seq of > 4 tokens: the flash kernel does it all
-  if (split_k && AttentionSplits(batch.num_tokens) > 1 && workspace == nullptr) {
+  bool decode = false;
+  if (path == AttentionPath::kDecode) {
+    if (!DecodeAttentionSupports(hd)) {
+      return Invalid(fmt::format("{}: the decode kernel takes head_dim 64/128/256 (got {})", kOp, hd));
+    }
+    decode = has_short;
+  } else if (path != AttentionPath::kSplitK) {
+    decode = has_short && DecodeAttentionSupports(hd);
+  }
+  const bool split_k_short = has_short && !decode, split_k_long = has_long && !prefill;
+  const bool split_k = split_k_short || split_k_long;
+  const int decode_splits =
+      decode ? DecodeAttentionSplits(batch.num_seqs, batch.num_tokens, batch.max_seq_tokens, kv.kv_heads, group) : 1;
+  if (((split_k && AttentionSplits(batch.num_tokens) > 1) || decode_splits > 1) && workspace == nullptr) {
     return Invalid(fmt::format("{}: a step of {} tokens needs a workspace of {} bytes", kOp, batch.num_tokens,
                                PagedAttentionWorkspaceBytes(batch.num_tokens, heads, hd)));
+  }
+  if (decode_splits > 1 && !Aligned16(workspace)) {
+    return Invalid(fmt::format("{}: the workspace must be 16-byte aligned", kOp));
   }
   if (prefill) {
     RETURN_IF_ERROR(CudaStatus(LaunchPrefillAttention(tile, q, heads, scale, kv, batch, gate, gate_row_stride,
                                                       gate_head_stride, out, stream),
                                kOp));
   }
-  if (!split_k) return absl::OkStatus();
-  return CudaStatus(LaunchPagedAttention(q, heads, scale, kv, batch, gate, gate_row_stride, gate_head_stride, out,
-                                         static_cast<float*>(workspace), /*skip_long_seqs=*/prefill, stream),
+  if (split_k) {
+    const SplitKSeqs seqs = split_k_short && split_k_long ? SplitKSeqs::kAll
+                            : split_k_short                ? SplitKSeqs::kShortOnly
+                                                           : SplitKSeqs::kLongOnly;
+    RETURN_IF_ERROR(CudaStatus(LaunchPagedAttention(q, heads, scale, kv, batch, gate, gate_row_stride,
+                                                    gate_head_stride, out, static_cast<float*>(workspace), seqs,
+                                                    stream),
+                               kOp));
+  }
+  if (!decode) return absl::OkStatus();
+  return CudaStatus(LaunchDecodeAttention(q, heads, scale, kv, batch, gate, gate_row_stride, gate_head_stride, out,
+                                          static_cast<float*>(workspace), stream),
                     kOp);
 }
 

@@ -46,7 +46,7 @@ struct AttnParams {
   int heads, group, head_groups;  // group = heads / kv_heads; head_groups blocks per kv head
   float scale_log2;               // scale * log2(e) (* k_scale for fp8)
   float v_mul;                    // v_scale for fp8, else 1
-  bool skip_long_seqs;            // tokens of seqs with > kPerTokenMaxTokens tokens: written elsewhere
+  SplitKSeqs seqs;                // which seqs' tokens this kernel writes (the others: other kernels)
   KvPoolDevice kv;
   RaggedBatchDevice batch;
   const float* gate;
@@ -360,8 +360,8 @@ __device__ __forceinline__ void AttendTokenTile(const AttnParams& p, int t0, int
 }
 
 // grid (T, kv_heads * head_groups, splits), kAttnThreads threads. Block x = token t: the per-token
-// path when t's seq has few tokens this step, else (unless skip_long_seqs) the tile path when t
-// starts a tile of 8 tokens of its seq (other blocks return at once).
+// path when t's seq has few tokens this step (unless p.seqs is kLongOnly), else (unless kShortOnly)
+// the tile path when t starts a tile of 8 tokens of its seq (other blocks return at once).
 template <typename Kv, int L, int G>
 __global__ void __launch_bounds__(kAttnThreads, 2) PagedAttentionKernel(AttnParams p) {
   WaitForPriorGrids();
@@ -374,8 +374,8 @@ __global__ void __launch_bounds__(kAttnThreads, 2) PagedAttentionKernel(AttnPara
   const int seq = p.batch.token_seq[t];
   const int tb = p.batch.token_begin[seq], n = p.batch.token_begin[seq + 1] - tb;
   if (n <= kPerTokenMaxTokens) {
-    AttendOneToken<Kv, L, G>(p, t, seq, g, h0, ng, reinterpret_cast<float*>(attn_smem));
-  } else if (!p.skip_long_seqs && (t - tb) % kAttnWarps == 0) {
+    if (p.seqs != SplitKSeqs::kLongOnly) AttendOneToken<Kv, L, G>(p, t, seq, g, h0, ng, reinterpret_cast<float*>(attn_smem));
+  } else if (p.seqs != SplitKSeqs::kShortOnly && (t - tb) % kAttnWarps == 0) {
     AttendTokenTile<Kv, L, G>(p, t, min(kAttnWarps, tb + n - t), seq, g, h0, ng, attn_smem);
   }
 }
@@ -391,9 +391,10 @@ __global__ void CombineSplitsKernel(AttnParams p) {
   __shared__ float warp_max[32];
   __shared__ float l_total;
   const int t = blockIdx.x, h = blockIdx.y, hd = p.kv.head_dim;
-  if (p.skip_long_seqs) {  // block-uniform
+  if (p.seqs != SplitKSeqs::kAll) {  // block-uniform
     const int seq = p.batch.token_seq[t];
-    if (p.batch.token_begin[seq + 1] - p.batch.token_begin[seq] > kPerTokenMaxTokens) return;
+    const bool is_short = p.batch.token_begin[seq + 1] - p.batch.token_begin[seq] <= kPerTokenMaxTokens;
+    if (is_short != (p.seqs == SplitKSeqs::kShortOnly)) return;
   }
   const size_t split_stride = static_cast<size_t>(p.batch.num_tokens) * p.heads;
   const size_t row = static_cast<size_t>(t) * p.heads + h;
@@ -480,7 +481,7 @@ size_t AttentionPartialFloats(int splits, int num_tokens, int heads, int head_di
 
 cudaError_t LaunchPagedAttention(const float* q, int heads, float scale, const KvPoolDevice& kv,
                                  const RaggedBatchDevice& batch, const float* gate, int gate_row_stride,
-                                 int gate_head_stride, __half* out, float* workspace, bool skip_long_seqs,
+                                 int gate_head_stride, __half* out, float* workspace, SplitKSeqs seqs,
                                  cudaStream_t stream) {
   const bool fp8 = kv.dtype == KvDtype::kFp8E4M3;
   AttnParams p;
@@ -489,7 +490,7 @@ cudaError_t LaunchPagedAttention(const float* q, int heads, float scale, const K
   p.group = heads / kv.kv_heads;
   p.scale_log2 = scale * kLog2e * (fp8 ? kv.k_scale : 1.0f);
   p.v_mul = fp8 ? kv.v_scale : 1.0f;
-  p.skip_long_seqs = skip_long_seqs;
+  p.seqs = seqs;
   p.kv = kv;
   p.batch = batch;
   p.gate = gate;

@@ -62,15 +62,19 @@ absl::Status QkNormRopeKvWrite(const QkvInput& in, const float* q_norm, const fl
                                int rot_dim, float rope_theta, const RaggedBatchDevice& batch, const KvPoolDevice& kv,
                                float* q_out, cudaStream_t stream);
 
-// Scratch PagedAttention needs for a step of `num_tokens` tokens (split-K partials).
+// Scratch PagedAttention needs for any step of up to `num_tokens` tokens (split partials of the
+// split-K or decode kernel; at most ~4 x SMs x heads x (head_dim + 2) floats for decode steps).
 size_t PagedAttentionWorkspaceBytes(int num_tokens, int heads, int head_dim);
 
 // Which kernels PagedAttention runs. kAuto is for everyone; tests pin the others to compare paths.
 enum class AttentionPath {
-  kAuto,          // kPrefill when the shape allows it and batch.max_seq_tokens > 4, else kSplitK
+  kAuto,          // seqs of > 4 tokens: kPrefill when the shape allows it, else split-K; seqs of <= 4
+                  // tokens: kDecode when the shape allows it, else split-K
   kSplitK,        // the split-K CUDA-core kernel for every token (f32 math)
   kPrefill,       // the tensor-core flash kernel for seqs of > 4 tokens (largest tile the GPU fits)
   kPrefillSmall,  // the same with the small tile (64 rows x 32 keys; what sm_120/121 run at head_dim 256)
+  kDecode,        // the tensor-core decode kernel for seqs of <= 4 tokens (head_dim 64/128/256 only;
+                  // longer seqs as kAuto)
 };
 
 // out[t, h, :] = (softmax(scale * q[t, h] . K[0..pos]) V) * sigmoid(gate[t, h, :]) as f16: token t at
@@ -78,10 +82,14 @@ enum class AttentionPath {
 // query head h reads kv head h / (heads / kv_heads). gate element i of head h at
 // gate[t * gate_row_stride + h * gate_head_stride + i]. q f32 [T, heads, head_dim]; out f16
 // [T, heads * head_dim]. Kernels (chosen on host-known sizes only, never on context lengths):
-//   - split-K decode kernel (f32 math on CUDA cores): every token of a step with
-//     batch.max_seq_tokens <= 4 (decode, MTP verify; graph-capturable: long contexts split over
-//     blocks and combine, lengths read from `batch` on the device), and the seqs of <= 4 tokens of a
-//     mixed step;
+//   - tensor-core decode kernel (attention_decode.cu) for the seqs of <= 4 tokens (decode, MTP
+//     verify, the decode seqs of a mixed step) when head_dim is 64, 128 or 256: mma.sync m16n8k16
+//     with every query head of a kv head and every token of the seq as the 8 columns, K/V read
+//     once through a cp.async ring, bf16 mma for bf16 pools and f16 for fp8 (exact codes), q and
+//     p split into hi + lo operands so the result matches the f32 kernel; graph-capturable: the
+//     context splits come from num_seqs x kv_heads vs the SM count, lengths are read on the device;
+//   - split-K kernel (f32 math on CUDA cores): the seqs of <= 4 tokens for other head dims (16, 24,
+//     32, ... in the golden fixtures) or when pinned (kSplitK);
 //   - flash prefill kernel (prefill_attention.cu: mma.sync m16n8k16 f16 operands, f32 online
 //     softmax and accumulation): the seqs of > 4 tokens when head_dim is 64, 128 or 256 and
 //     heads / kv_heads <= 16. q is rounded to f16 (pre-scaled by scale * log2 e), bf16 K/V widened

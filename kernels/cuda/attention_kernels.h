@@ -30,12 +30,41 @@ cudaError_t LaunchQkNormRopeKvWrite(const QkvInput& in, const float* q_norm, con
 // ones its tile path or the flash prefill kernel.
 inline constexpr int kPerTokenMaxTokens = 4;
 
-// The split-K kernel (and its combine). skip_long_seqs: tokens of seqs with > kPerTokenMaxTokens
-// tokens are left alone (the flash prefill kernel writes them).
+// Which seqs the split-K kernel takes: the others are written by the flash prefill kernel (long
+// seqs) or the tensor-core decode kernel (short seqs).
+enum class SplitKSeqs : int {
+  kAll = 0,
+  kShortOnly = 1,  // seqs with <= kPerTokenMaxTokens tokens
+  kLongOnly = 2,   // seqs with more
+};
+
+// The split-K kernel (and its combine) over the tokens of the seqs `seqs` names.
 cudaError_t LaunchPagedAttention(const float* q, int heads, float scale, const KvPoolDevice& kv,
                                  const RaggedBatchDevice& batch, const float* gate, int gate_row_stride,
-                                 int gate_head_stride, __half* out, float* workspace, bool skip_long_seqs,
+                                 int gate_head_stride, __half* out, float* workspace, SplitKSeqs seqs,
                                  cudaStream_t stream);
+
+// The tensor-core decode kernel (attention_decode.cu) over the seqs with <= kPerTokenMaxTokens
+// tokens: a 1-warp block per (seq, column tile of 8 (token, query head) pairs, kv head, split).
+// Head dims 64 / 128 / 256, any GQA group, bf16 or fp8 pools.
+bool DecodeAttentionSupports(int head_dim);
+// Blocks a SM the split count aims for (4 one-warp blocks of ~50 KiB shared memory fill an H200 SM).
+inline constexpr int kDecodeBlocksPerSm = 4;
+// Column tiles a short seq needs: ceil(min(max_seq_tokens, kPerTokenMaxTokens) * group / 8).
+int DecodeAttentionColumnTiles(int max_seq_tokens, int group);
+// Most splits a step of num_tokens tokens may take: kDecodeBlocksPerSm * SMs / num_tokens (>= 1),
+// so the partials need at most that many SMs' worth of rows whatever the batch.
+int DecodeAttentionSplitCap(int num_tokens);
+// Splits of each (seq, column tile, kv head): kDecodeBlocksPerSm * SMs / (seqs x kv heads x tiles),
+// at least 1, at most DecodeAttentionSplitCap(num_tokens). Host-known sizes only (graph-safe).
+int DecodeAttentionSplits(int num_seqs, int num_tokens, int max_seq_tokens, int kv_heads, int group);
+// Dynamic shared memory of a decode block (bytes); 0 for an unsupported head_dim.
+size_t DecodeAttentionSmemBytes(int head_dim, KvDtype dtype);
+// With DecodeAttentionSplits(...) > 1, `workspace` holds AttentionPartialFloats(splits, T, heads,
+// head_dim) floats (16-byte aligned).
+cudaError_t LaunchDecodeAttention(const float* q, int heads, float scale, const KvPoolDevice& kv,
+                                  const RaggedBatchDevice& batch, const float* gate, int gate_row_stride,
+                                  int gate_head_stride, __half* out, float* workspace, cudaStream_t stream);
 
 // The flash prefill kernel (prefill_attention.cu) over the seqs with > kPerTokenMaxTokens tokens.
 enum class PrefillTile { kLarge, kSmall };  // 128 query rows x 64 keys a block / 64 x 32

@@ -80,9 +80,13 @@ TEST(AttentionTest, RaggedPrefillDecodeVerifyMix4B) {
   // Prefill from 0 (tiles of 8 plus a tail of 5), prefill with 50 positions of history, decode,
   // a 3-token verify, one exact tile, a first token. 70 tokens: split-K on any GPU with >70 SMs.
   for (const PoolFormat& fmt : kFormats) {
-    for (const auto path : {kc::AttentionPath::kSplitK, kc::AttentionPath::kAuto}) {
+    for (const auto path : {kc::AttentionPath::kSplitK, kc::AttentionPath::kAuto, kc::AttentionPath::kDecode}) {
       RunAndCheck(k4B, {{0, 37}, {50, 20}, {299, 1}, {100, 3}, {7, 8}, {0, 1}}, 21, 3.0f,
-                  "ragged 4B " + Name(fmt) + (path == kc::AttentionPath::kSplitK ? " split-K" : " auto"), fmt, path);
+                  "ragged 4B " + Name(fmt) +
+                      (path == kc::AttentionPath::kSplitK  ? " split-K"
+                       : path == kc::AttentionPath::kAuto ? " auto"
+                                                          : " decode kernel"),
+                  fmt, path);
     }
   }
 }
@@ -103,7 +107,10 @@ TEST(AttentionTest, ManyDecodeSeqsWithoutSplits4B) {
   int tokens = 0;
   for (const SeqSpec& sp : specs) tokens += sp.num_tokens;
   ASSERT_EQ(kc::AttentionSplits(tokens), 1) << tokens << " tokens should skip the split-K path";
-  for (const PoolFormat& fmt : kFormats) RunAndCheck(k4B, specs, 42, 3.0f, "many decode seqs 4B " + Name(fmt), fmt);
+  for (const PoolFormat& fmt : kFormats) {
+    RunAndCheck(k4B, specs, 42, 3.0f, "many decode seqs 4B " + Name(fmt), fmt);
+    RunAndCheck(k4B, specs, 42, 3.0f, "many decode seqs 4B split-K " + Name(fmt), fmt, kc::AttentionPath::kSplitK);
+  }
 }
 
 TEST(AttentionTest, SmallOddShapes) {
