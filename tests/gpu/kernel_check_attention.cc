@@ -54,7 +54,8 @@ void TimeAttentionDecode(int seqs, int context, bool fp8, std::mt19937& rng, boo
   std::vector<int32_t> ids(num_pages);
   std::iota(ids.begin(), ids.end(), 0);
   std::shuffle(ids.begin(), ids.end(), rng);  // no seq's pages are contiguous
-  std::vector<int32_t> token_begin(seqs + 1), token_seq(seqs), positions(seqs, context - 1), start_pos(seqs, context - 1);
+  std::vector<int32_t> token_begin(seqs + 1), token_seq(seqs), positions(seqs, context - 1),
+      start_pos(seqs, context - 1);
   std::iota(token_begin.begin(), token_begin.end(), 0);
   std::iota(token_seq.begin(), token_seq.end(), 0);
   std::normal_distribution<float> normal(0.f, 1.f);
@@ -116,16 +117,18 @@ void TimeAttentionDecode(int seqs, int context, bool fp8, std::mt19937& rng, boo
       std::vector<double> score(context), o(kHeadDim, 0.0);
       double mx = -1e300, l = 0;
       for (int pos = 0; pos < context; ++pos) {
-        const size_t base = (static_cast<size_t>(ids[s * pages_per_seq + pos / kPageSize]) * kPageSize + pos % kPageSize) *
-                                row + static_cast<size_t>(g) * kHeadDim;
+        const size_t base =
+            (static_cast<size_t>(ids[s * pages_per_seq + pos / kPageSize]) * kPageSize + pos % kPageSize) * row +
+            static_cast<size_t>(g) * kHeadDim;
         double dot = 0;
         for (int d = 0; d < kHeadDim; ++d) dot += qh[d] * PoolValue(pool_k, base + d, fp8, kKScale);
         score[pos] = dot * scale;
         mx = std::max(mx, score[pos]);
       }
       for (int pos = 0; pos < context; ++pos) {
-        const size_t base = (static_cast<size_t>(ids[s * pages_per_seq + pos / kPageSize]) * kPageSize + pos % kPageSize) *
-                                row + static_cast<size_t>(g) * kHeadDim;
+        const size_t base =
+            (static_cast<size_t>(ids[s * pages_per_seq + pos / kPageSize]) * kPageSize + pos % kPageSize) * row +
+            static_cast<size_t>(g) * kHeadDim;
         const double p = std::exp(score[pos] - mx);
         l += p;
         for (int d = 0; d < kHeadDim; ++d) o[d] += p * PoolValue(pool_v, base + d, fp8, kVScale);
@@ -144,8 +147,8 @@ void TimeAttentionDecode(int seqs, int context, bool fp8, std::mt19937& rng, boo
       worst = std::max(worst, err / ref);
     }
   }
-  const std::string name = std::string("attn decode ") + (fp8 ? "fp8" : "bf16") + " " + std::to_string(seqs) + "x" +
-                           std::to_string(context);
+  const std::string name =
+      std::string("attn decode ") + (fp8 ? "fp8" : "bf16") + " " + std::to_string(seqs) + "x" + std::to_string(context);
   Report(name, worst, nan, 3e-3);
 
   if (time_it) {
@@ -177,7 +180,8 @@ void TimeAttentionDecode(int seqs, int context, bool fp8, std::mt19937& rng, boo
       cudaFree(vs[c]);
     }
   }
-  for (void* p : std::initializer_list<void*>{d_k, d_v, d_tb, d_seq, d_pos, d_start, d_pages, d_q, d_gate, d_out, d_ws}) {
+  for (void* p :
+       std::initializer_list<void*>{d_k, d_v, d_tb, d_seq, d_pos, d_start, d_pages, d_q, d_gate, d_out, d_ws}) {
     cudaFree(p);
   }
 }
