@@ -374,7 +374,9 @@ __global__ void __launch_bounds__(kAttnThreads, 2) PagedAttentionKernel(AttnPara
   const int seq = p.batch.token_seq[t];
   const int tb = p.batch.token_begin[seq], n = p.batch.token_begin[seq + 1] - tb;
   if (n <= kPerTokenMaxTokens) {
-    if (p.seqs != SplitKSeqs::kLongOnly) AttendOneToken<Kv, L, G>(p, t, seq, g, h0, ng, reinterpret_cast<float*>(attn_smem));
+    if (p.seqs != SplitKSeqs::kLongOnly) {
+      AttendOneToken<Kv, L, G>(p, t, seq, g, h0, ng, reinterpret_cast<float*>(attn_smem));
+    }
   } else if (p.seqs != SplitKSeqs::kShortOnly && (t - tb) % kAttnWarps == 0) {
     AttendTokenTile<Kv, L, G>(p, t, min(kAttnWarps, tb + n - t), seq, g, h0, ng, attn_smem);
   }

@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/attention_kv.cuh"
 #include "kernels/cuda/device_common.cuh"
@@ -34,27 +35,15 @@
 namespace sparkserve::kernels::cuda {
 namespace {
 
+using decode_attention::ColumnTileContext;
+using decode_attention::DecodeParams;
+using decode_attention::kCols;
+using decode_attention::kTileKeys;
+using decode_attention::SplitChunk;
+
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr int kTileKeys = 16;   // keys a pipeline stage: the M of S^T
-constexpr int kCols = 8;        // query columns a block: the N of both mma
-constexpr int kPStride = 20;    // floats a row of the P^T transpose tile (conflict-free writes)
-constexpr int kMaxCombineGroups = 16;
-
-struct DecodeParams {
-  const float* q;  // [T, heads, HD]
-  int heads, group, col_tiles, num_splits;
-  float qk_scale;  // scale * log2(e) (* k_scale for fp8): raw mma scores -> log2 units
-  float v_mul;     // v_scale for fp8, else 1
-  KvPoolDevice kv;
-  RaggedBatchDevice batch;
-  const float* gate;
-  int gate_row_stride, gate_head_stride;
-  __half* out;    // [T, heads * HD]
-  float* ws_acc;  // [splits, T, heads, HD]
-  float* ws_m;    // [splits, T, heads]
-  float* ws_l;    // [splits, T, heads]
-};
+constexpr int kPStride = 20;  // floats a row of the P^T transpose tile (conflict-free writes)
 
 // ---- PTX wrappers -----------------------------------------------------------------------------
 
@@ -157,7 +146,7 @@ struct DecodeGeometry {
   static constexpr int kPOffset = kRingBytes > kOutBytes ? kRingBytes : kOutBytes;
   static constexpr int kQLoOffset = kPOffset + kPBytes + 2 * kCols * 4;
   static constexpr int kSmemBytes = kQLoOffset + kQLoBytes;
-  static constexpr int kChunksPerRow = kRowBytes / 16;           // cp.async pieces of a pool row
+  static constexpr int kChunksPerRow = kRowBytes / 16;                   // cp.async pieces of a pool row
   static constexpr int kChunksPerLane = kTileKeys * kChunksPerRow / 32;  // per tensor per tile
   static_assert(HD == 64 || HD == 128 || HD == 256, "decode attention head dims");
   static_assert(kChunksPerLane >= 1 && kKStride % 16 == 0 && kVStride % 16 == 0, "tile shapes");
@@ -189,18 +178,6 @@ __device__ __forceinline__ int PSlot(int r) {
   return 8 * (r / 8) + 2 * (r % 4) + (r / 4) % 2;
 }
 
-// Keys [a, b) of split `split` for a context of ctx keys: whole tiles, so no split starts mid-tile.
-__device__ __forceinline__ int SplitChunk(int ctx, int num_splits) {
-  const int per = (ctx + num_splits - 1) / num_splits;
-  return (per + kTileKeys - 1) / kTileKeys * kTileKeys;
-}
-
-// The keys (context) a column tile of a short seq attends to: up to its last token's position.
-__device__ __forceinline__ int ColumnTileContext(const RaggedBatchDevice& b, int tb, int ncols, int col0, int group) {
-  const int last = min(col0 + kCols - 1, ncols - 1);
-  return b.positions[tb + last / group] + 1;
-}
-
 // ---- The attention kernel ---------------------------------------------------------------------
 
 // grid (num_seqs * col_tiles, kv_heads, splits), 32 threads. Block: seq x / col_tiles, columns
@@ -214,7 +191,7 @@ __global__ void __launch_bounds__(32) DecodeAttentionKernel(DecodeParams p) {
   constexpr int kStages = Geo::kStages;
   extern __shared__ __align__(128) uint8_t decode_smem[];
   float* p_tile = reinterpret_cast<float*>(decode_smem + Geo::kPOffset);  // [8][kPStride]
-  float* ml = p_tile + kCols * kPStride;                                    // m [8], l [8]
+  float* ml = p_tile + kCols * kPStride;                                  // m [8], l [8]
 
   const int lane = threadIdx.x, g = lane / 4, t = lane % 4;
   const int seq = blockIdx.x / p.col_tiles, col0 = (blockIdx.x % p.col_tiles) * kCols;
@@ -251,29 +228,6 @@ __global__ void __launch_bounds__(32) DecodeAttentionKernel(DecodeParams p) {
   WaitForPriorGrids();
   AllowNextGrid();
 
-  // Q^T B fragments (column g of the tile), unscaled (the scale is applied to S in f32): hi in
-  // registers, lo in this lane's own shared slots (read back by this lane only: no barrier).
-  uint32_t qh[kSteps][2];
-  const uint32_t q_lo = SmemAddr(decode_smem + Geo::kQLoOffset) + lane * 8;  // + k-step * 256
-  {
-    const int col = col0 + g;
-    const float* qrow = nullptr;
-    if (col < ncols) {
-      qrow = p.q + (static_cast<size_t>(tb + col / group) * p.heads + kvh * group + col % group) * HD;
-    }
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-      uint32_t lo[2];
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        float2 x = make_float2(0.f, 0.f);
-        if (qrow != nullptr) x = *reinterpret_cast<const float2*>(qrow + QDim<kBf16>(s, t, half));
-        SplitPair<kBf16>(x.x, x.y, qh[s][half], lo[half]);
-      }
-      Sts64(q_lo + s * 256, lo[0], lo[1]);
-    }
-  }
-
   const uint8_t* pool_k = static_cast<const uint8_t*>(p.kv.k);
   const uint8_t* pool_v = static_cast<const uint8_t*>(p.kv.v);
   const size_t pool_row_bytes = static_cast<size_t>(p.kv.kv_heads) * Geo::kRowBytes;
@@ -307,6 +261,30 @@ __global__ void __launch_bounds__(32) DecodeAttentionKernel(DecodeParams p) {
     }
   }
 
+  // Q^T B fragments (column g of the tile; loaded while the first tiles are in flight), unscaled
+  // (the scale is applied to S in f32): hi in registers, lo in this lane's own shared slots (read
+  // back by this lane only: no barrier).
+  uint32_t qh[kSteps][2];
+  const uint32_t q_lo = SmemAddr(decode_smem + Geo::kQLoOffset) + lane * 8;  // + k-step * 256
+  {
+    const int col = col0 + g;
+    const float* qrow = nullptr;
+    if (col < ncols) {
+      qrow = p.q + (static_cast<size_t>(tb + col / group) * p.heads + kvh * group + col % group) * HD;
+    }
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      uint32_t lo[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float2 x = make_float2(0.f, 0.f);
+        if (qrow != nullptr) x = *reinterpret_cast<const float2*>(qrow + QDim<kBf16>(s, t, half));
+        SplitPair<kBf16>(x.x, x.y, qh[s][half], lo[half]);
+      }
+      Sts64(q_lo + s * 256, lo[0], lo[1]);
+    }
+  }
+
   float acc[kSteps][4];
 #pragma unroll
   for (int m = 0; m < kSteps; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.f;
@@ -319,7 +297,7 @@ __global__ void __launch_bounds__(32) DecodeAttentionKernel(DecodeParams p) {
 
   int stage = 0, issue_stage = kStages - 1;
   for (int i = 0; i < n_tiles; ++i) {  // warp-uniform
-    __syncwarp();  // every lane is done with tile i - 1's stage, which the next copy refills
+    __syncwarp();                      // every lane is done with tile i - 1's stage, which the next copy refills
     if (i + kStages - 1 < n_tiles) {
       issue(row_of(a + (i + kStages - 1) * kTileKeys), issue_stage);
     } else {
@@ -332,10 +310,12 @@ __global__ void __launch_bounds__(32) DecodeAttentionKernel(DecodeParams p) {
     stage = stage + 1 == kStages ? 0 : stage + 1;
     const int kb = a + i * kTileKeys;
 
-    // S^T = K Q^T: two accumulators (q hi / q lo) keep the mma chains independent.
-    float s2[2][4];
+    // S^T = K Q^T into independent accumulators (q hi / q lo; fp8 also even / odd k-steps, as
+    // its register budget allows) so the mma chains stay short.
+    constexpr int kAccs = kBf16 ? 2 : 4;
+    float s2[kAccs][4];
 #pragma unroll
-    for (int u = 0; u < 2; ++u) s2[u][0] = s2[u][1] = s2[u][2] = s2[u][3] = 0.f;
+    for (int u = 0; u < kAccs; ++u) s2[u][0] = s2[u][1] = s2[u][2] = s2[u][3] = 0.f;
     if constexpr (kBf16) {
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) {
@@ -357,8 +337,8 @@ __global__ void __launch_bounds__(32) DecodeAttentionKernel(DecodeParams p) {
           const uint32_t ka[4] = {Fp8Kv::PairToF16x2(wl[u] & 0xffffu), Fp8Kv::PairToF16x2(wh[u] & 0xffffu),
                                   Fp8Kv::PairToF16x2(wl[u] >> 16), Fp8Kv::PairToF16x2(wh[u] >> 16)};
           const uint2 ql = Lds64(q_lo + s * 256);
-          Mma<false>(s2[0], ka, qh[s][0], qh[s][1]);
-          Mma<false>(s2[1], ka, ql.x, ql.y);
+          Mma<false>(s2[(s % (kAccs / 2)) * 2], ka, qh[s][0], qh[s][1]);
+          Mma<false>(s2[(s % (kAccs / 2)) * 2 + 1], ka, ql.x, ql.y);
         }
       }
     }
@@ -369,7 +349,9 @@ __global__ void __launch_bounds__(32) DecodeAttentionKernel(DecodeParams p) {
     for (int e = 0; e < 4; ++e) {
       const int key = kb + g + 8 * (e / 2);
       const int pos = e % 2 == 0 ? pos_lo : pos_hi;
-      const float sc = s2[0][e] + s2[1][e];
+      float sc = 0.f;
+#pragma unroll
+      for (int u = 0; u < kAccs; ++u) sc += s2[u][e];
       x[e] = key < b && key <= pos ? sc * p.qk_scale : -INFINITY;
     }
     float mx_lo = fmaxf(x[0], x[2]), mx_hi = fmaxf(x[1], x[3]);
@@ -467,7 +449,8 @@ __global__ void __launch_bounds__(32) DecodeAttentionKernel(DecodeParams p) {
     const float* o = o_tile + c * Geo::kOutStride;
     if (p.num_splits == 1) {
       const float inv = p.v_mul / ml[kCols + c];
-      const float* gate = p.gate + static_cast<size_t>(tok) * p.gate_row_stride + static_cast<size_t>(h) * p.gate_head_stride;
+      const float* gate =
+          p.gate + static_cast<size_t>(tok) * p.gate_row_stride + static_cast<size_t>(h) * p.gate_head_stride;
       __half* out = p.out + (static_cast<size_t>(tok) * p.heads + h) * HD;
       for (int d = lane; d < HD; d += 32) out[d] = __float2half_rn(o[d] * inv / (1.0f + __expf(-gate[d])));
     } else {
@@ -484,94 +467,6 @@ __global__ void __launch_bounds__(32) DecodeAttentionKernel(DecodeParams p) {
   }
 }
 
-// ---- The split combine ------------------------------------------------------------------------
-
-// Block-wide reduction of one float (max or sum) through `scratch` [32]; every thread gets it.
-template <bool kMax>
-__device__ __forceinline__ float BlockReduce(float v, float* scratch) {
-#pragma unroll
-  for (int off = 16; off >= 1; off /= 2) {
-    const float o = __shfl_xor_sync(kFullMask, v, off);
-    v = kMax ? fmaxf(v, o) : v + o;
-  }
-  const int warps = (blockDim.x + 31) / 32;
-  __syncthreads();  // scratch may hold a previous reduction's values
-  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
-  __syncthreads();
-  float r = kMax ? -INFINITY : 0.f;
-  for (int w = 0; w < warps; ++w) r = kMax ? fmaxf(r, scratch[w]) : r + scratch[w];
-  return r;
-}
-
-// grid (T, heads), (HD / 4) * groups threads: out[t, h] = merge of the non-empty splits' partials
-// of (t, h), normalised, times v_mul, gated. Thread (group gi, dims 4 d4 ..): splits gi, gi + groups,
-// ... (all loads of a thread independent); groups summed through shared memory.
-// Dynamic shared memory: weight [splits], then the group sums [groups][HD].
-template <int HD>
-__global__ void DecodeCombineKernel(DecodeParams p) {
-  extern __shared__ __align__(16) float combine_smem[];
-  __shared__ float scratch[32];
-  const int t = blockIdx.x, h = blockIdx.y;
-  const RaggedBatchDevice& bt = p.batch;
-  const int seq = bt.token_seq[t];
-  const int tb = bt.token_begin[seq], n = bt.token_begin[seq + 1] - tb;
-  if (n > kPerTokenMaxTokens) return;  // block-uniform: another kernel writes this token
-  const int group = p.group, ncols = n * group;
-  const int col = (t - tb) * group + h % group;
-  const int ctx = ColumnTileContext(bt, tb, ncols, col / kCols * kCols, group);
-  const int chunk = SplitChunk(ctx, p.num_splits);
-  const int nz = min(p.num_splits, (ctx + chunk - 1) / chunk);  // splits that hold keys
-  WaitForPriorGrids();
-  AllowNextGrid();
-
-  float* weight = combine_smem;                                   // [num_splits]
-  float* partial = combine_smem + (p.num_splits + 3) / 4 * 4;     // [groups][HD], 16-byte aligned
-  const size_t split_stride = static_cast<size_t>(bt.num_tokens) * p.heads;
-  const size_t row = static_cast<size_t>(t) * p.heads + h;
-  float mx = -INFINITY;
-  for (int s = threadIdx.x; s < nz; s += blockDim.x) mx = fmaxf(mx, p.ws_m[s * split_stride + row]);
-  mx = BlockReduce<true>(mx, scratch);
-  const float base = mx == -INFINITY ? 0.f : mx;
-  float lsum = 0.f;
-  for (int s = threadIdx.x; s < nz; s += blockDim.x) {
-    const float ms = p.ws_m[s * split_stride + row];
-    const float w = ms == -INFINITY ? 0.f : exp2f(ms - base);  // a split with no key for this column
-    weight[s] = w;
-    lsum += w != 0.f ? w * p.ws_l[s * split_stride + row] : 0.f;
-  }
-  lsum = BlockReduce<false>(lsum, scratch);  // its barriers also publish weight[]
-
-  constexpr int kLanes = HD / 4;
-  const int groups = blockDim.x / kLanes, gi = threadIdx.x / kLanes, d = (threadIdx.x % kLanes) * 4;
-  float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 4
-  for (int s = gi; s < nz; s += groups) {
-    const float w = weight[s];
-    if (w == 0.f) continue;
-    const float4 x = *reinterpret_cast<const float4*>(p.ws_acc + (s * split_stride + row) * HD + d);
-    sum.x += w * x.x;
-    sum.y += w * x.y;
-    sum.z += w * x.z;
-    sum.w += w * x.w;
-  }
-  *reinterpret_cast<float4*>(partial + gi * HD + d) = sum;
-  __syncthreads();
-  if (gi != 0) return;
-  for (int k = 1; k < groups; ++k) {
-    const float4 x = *reinterpret_cast<const float4*>(partial + k * HD + d);
-    sum.x += x.x;
-    sum.y += x.y;
-    sum.z += x.z;
-    sum.w += x.w;
-  }
-  const float inv = p.v_mul / lsum;
-  const float* gate = p.gate + static_cast<size_t>(t) * p.gate_row_stride + static_cast<size_t>(h) * p.gate_head_stride;
-  __half* out = p.out + row * HD;
-  const float v[4] = {sum.x, sum.y, sum.z, sum.w};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) out[d + j] = __float2half_rn(v[j] * inv / (1.0f + __expf(-gate[d + j])));
-}
-
 // ---- Launch -----------------------------------------------------------------------------------
 
 template <typename Kv, int HD>
@@ -586,13 +481,9 @@ cudaError_t Launch(const DecodeParams& p, cudaStream_t stream) {
   }();
   if (attr != cudaSuccess) return attr;
   const dim3 grid(static_cast<unsigned>(p.batch.num_seqs) * p.col_tiles, p.kv.kv_heads, p.num_splits);
-  cudaError_t err = LaunchStepKernel(kernel, grid, dim3(32), Geo::kSmemBytes, stream, p);
+  const cudaError_t err = LaunchStepKernel(kernel, grid, dim3(32), Geo::kSmemBytes, stream, p);
   if (err != cudaSuccess || p.num_splits == 1) return err;
-  int groups = 1;
-  while (groups < p.num_splits && groups < kMaxCombineGroups) groups *= 2;
-  const size_t smem = (static_cast<size_t>(p.num_splits + 3) / 4 * 4 + static_cast<size_t>(groups) * HD) * sizeof(float);
-  return LaunchStepKernel(DecodeCombineKernel<HD>, dim3(p.batch.num_tokens, p.heads), dim3(groups * HD / 4), smem,
-                          stream, p);
+  return decode_attention::LaunchDecodeCombine(p, stream);
 }
 
 template <typename Kv>

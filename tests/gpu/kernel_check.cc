@@ -235,6 +235,7 @@ int main(int argc, char** argv) {
     std::mt19937 rng(1);
     CheckNvfp4(18432, 2560, rng, false);
     CheckFp8(62080, 2560, rng, false);
+    TimeAttentionDecode(64, 1024, false, rng, false);
     return g_failures == 0 ? 0 : 1;
   }
   cudaDeviceProp prop{};
@@ -257,6 +258,7 @@ int main(int argc, char** argv) {
   CheckGemm(false, 40, 192, rng, {33});
   CheckGemm(true, 200, 1024, rng, {9, 33, 64}, /*skinny=*/true);  // stream-K pieces of one column block
   CheckGemm(false, 4200, 640, rng, {16, 64}, /*skinny=*/true);    // ranges straddling column blocks
+  for (const bool fp8 : {false, true}) TimeAttentionDecode(5, 777, fp8, rng, false);
   if (!quick) {
     CheckNvfp4(2560, 2560, rng, true);   // attention o_proj-like (in 4096 on the 4B) / square
     CheckNvfp4(8192, 2560, rng, true);   // q_proj with gate (16 heads x 2 x 256)
@@ -281,6 +283,11 @@ int main(int argc, char** argv) {
     CheckGemm(false, 12288, 2560, rng, {16, 32, 64}, /*skinny=*/true);
     CheckGemm(false, 2560, 4096, rng, {64}, /*skinny=*/true);
     CheckGemm(false, 248320 / 4, 2560, rng, {64}, /*skinny=*/true);  // a quarter of the lm_head
+    for (const bool fp8 : {false, true}) {  // attention decode of one 4B layer: 1 x 8K, 8 x 8K, 64 x 1K
+      TimeAttentionDecode(1, 8192, fp8, rng, true);
+      TimeAttentionDecode(8, 8192, fp8, rng, true);
+      TimeAttentionDecode(64, 1024, fp8, rng, true);
+    }
     TimeActivationQuant(4096, 2560, rng);    // W4A4 prefill inputs: hidden
     TimeActivationQuant(4096, 9216, rng);    // MLP down's input
     if (sk::W4A4LinearSupportedOnCurrentDevice()) {  // UNTESTED kernel: timings only where it exists

@@ -220,5 +220,7 @@ void CheckGemm(bool nvfp4, int out, int in, std::mt19937& rng, const std::vector
 void CheckGdnPrefill(int T, std::mt19937& rng);
 void TimeActivationQuant(int rows, int in, std::mt19937& rng);
 void TimeW4A4(int rows, int out, int in, std::mt19937& rng);
+// kernel_check_attention.cc: paged-attention decode of the 4B's shape, seqs x context (checked, then timed).
+void TimeAttentionDecode(int seqs, int context, bool fp8, std::mt19937& rng, bool time_it);
 
 }  // namespace kernel_check

@@ -105,7 +105,8 @@ TEST(AttentionDecodeTest, SixtyFourSeqsOfRaggedContexts4B) {
   ASSERT_TRUE(HasCudaDevice());
   // Contexts 1 .. 8192 (tile and page edges, a context of one key), the rest random up to 300.
   std::vector<SeqSpec> specs;
-  for (int pos : {0, 1, 14, 15, 16, 17, 31, 100, 255, 256, 257, 1000, 1023, 2047, 4095, 8191}) specs.push_back({pos, 1});
+  for (int pos : {0, 1, 14, 15, 16, 17, 31, 100, 255, 256, 257, 1000, 1023, 2047, 4095, 8191})
+    specs.push_back({pos, 1});
   std::mt19937 rng(201);
   while (specs.size() < 64) specs.push_back({static_cast<int>(rng() % 300), 1});
   std::shuffle(specs.begin(), specs.end(), rng);
@@ -208,7 +209,7 @@ TEST(AttentionDecodeTest, RejectsWhatItCannotTake) {
                               k4B.heads * 2 * hd, 2 * hd, reinterpret_cast<__half*>(d.d_out.data()), ws, nullptr,
                               kc::AttentionPath::kDecode);
   };
-  EXPECT_EQ(attn(nullptr).code(), absl::StatusCode::kInvalidArgument);  // splits need a workspace
+  EXPECT_EQ(attn(nullptr).code(), absl::StatusCode::kInvalidArgument);                   // splits need a workspace
   EXPECT_EQ(attn(d.d_workspace.data() + 4).code(), absl::StatusCode::kInvalidArgument);  // not 16-byte aligned
   GPU_ASSERT_OK(attn(d.d_workspace.data()));
   CheckAttention(d, "batch 1 after the refusals", kSplitKTol);
