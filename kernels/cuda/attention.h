@@ -96,8 +96,10 @@ enum class AttentionPath {
 //     to f16 (exact; saturating at +-65504), fp8 K/V decoded to f16 (exact), probabilities rounded to
 //     f16 for P V. Other head dims (16, 24, 32, ... in the golden fixtures) take the split-K kernel's
 //     tile path (CUDA cores) for prefill too.
-// `workspace`: PagedAttentionWorkspaceBytes(T, heads, head_dim) bytes (split-K partials; may be null
-// when that is 0).
+// `workspace`: PagedAttentionWorkspaceBytes(T, heads, head_dim) bytes, 16-byte aligned (split
+// partials; may be null when that is 0). The decode kernel reads the step's metadata (token_begin,
+// positions, page_table) before waiting on the previous kernel (PDL): it must be host-written
+// before the step, as the runner's metadata upload is.
 absl::Status PagedAttention(const float* q, int heads, float scale, const KvPoolDevice& kv,
                             const RaggedBatchDevice& batch, const float* gate, int gate_row_stride,
                             int gate_head_stride, __half* out, void* workspace, cudaStream_t stream,
