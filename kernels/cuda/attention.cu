@@ -32,7 +32,6 @@ namespace sparkserve::kernels::cuda {
 namespace {
 
 constexpr unsigned kFullMask = 0xffffffffu;
-constexpr float kLog2e = 1.4426950408889634f;
 
 // ---------------------------------------------------------------------------------------------
 // PagedAttention
@@ -41,20 +40,11 @@ constexpr int kAttnWarps = 8;
 constexpr int kAttnThreads = kAttnWarps * 32;
 constexpr int kChunk = 4;  // keys a key group takes per online-softmax step
 
-struct AttnParams {
-  const float* q;  // [T, heads, hd]
-  int heads, group, head_groups;  // group = heads / kv_heads; head_groups blocks per kv head
-  float scale_log2;               // scale * log2(e) (* k_scale for fp8)
-  float v_mul;                    // v_scale for fp8, else 1
-  SplitKSeqs seqs;                // which seqs' tokens this kernel writes (the others: other kernels)
-  KvPoolDevice kv;
-  RaggedBatchDevice batch;
-  const float* gate;
-  int gate_row_stride, gate_head_stride;
-  __half* out;      // [T, heads * hd]
-  float* ws_acc;    // [splits, T, heads, hd]
-  float* ws_m;      // [splits, T, heads]
-  float* ws_l;      // [splits, T, heads]
+struct AttnParams : AttentionCall {
+  int head_groups;   // blocks per kv head
+  float scale_log2;  // scale * log2(e) (* k_scale for fp8)
+  SplitKSeqs seqs;   // which seqs' tokens this kernel writes (the others: other kernels)
+  SplitPartials ws;
   int num_splits;
 };
 
@@ -158,10 +148,10 @@ __device__ __forceinline__ void EmitElement(const AttnParams& p, int split, int 
     return;
   }
   const size_t row = (static_cast<size_t>(split) * p.batch.num_tokens + t) * p.heads + h;
-  p.ws_acc[row * p.kv.head_dim + d] = acc;
+  p.ws.acc[row * p.kv.head_dim + d] = acc;
   if (d == 0) {
-    p.ws_m[row] = m;
-    p.ws_l[row] = l;
+    p.ws.m[row] = m;
+    p.ws.l[row] = l;
   }
 }
 
@@ -401,7 +391,7 @@ __global__ void CombineSplitsKernel(AttnParams p) {
   const size_t split_stride = static_cast<size_t>(p.batch.num_tokens) * p.heads;
   const size_t row = static_cast<size_t>(t) * p.heads + h;
   float mx = -INFINITY;
-  for (int s = threadIdx.x; s < p.num_splits; s += blockDim.x) mx = fmaxf(mx, p.ws_m[s * split_stride + row]);
+  for (int s = threadIdx.x; s < p.num_splits; s += blockDim.x) mx = fmaxf(mx, p.ws.m[s * split_stride + row]);
 #pragma unroll
   for (int off = 16; off >= 1; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, off));
   if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = mx;
@@ -410,9 +400,9 @@ __global__ void CombineSplitsKernel(AttnParams p) {
   for (int w = 0; w < static_cast<int>((blockDim.x + 31) / 32); ++w) mx = fmaxf(mx, warp_max[w]);
   const float base = mx == -INFINITY ? 0.f : mx;
   for (int s = threadIdx.x; s < p.num_splits; s += blockDim.x) {
-    const float ms = p.ws_m[s * split_stride + row];
+    const float ms = p.ws.m[s * split_stride + row];
     weight[s] = ms == -INFINITY ? 0.f : exp2f(ms - base);
-    weighted_l[s] = ms == -INFINITY ? 0.f : p.ws_l[s * split_stride + row] * weight[s];
+    weighted_l[s] = ms == -INFINITY ? 0.f : p.ws.l[s * split_stride + row] * weight[s];
   }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -425,7 +415,7 @@ __global__ void CombineSplitsKernel(AttnParams p) {
     float asum = 0.f;
 #pragma unroll 8
     for (int s = 0; s < p.num_splits; ++s) {
-      const float a = p.ws_acc[(s * split_stride + row) * hd + d];  // 0 for a split with no keys
+      const float a = p.ws.acc[(s * split_stride + row) * hd + d];  // 0 for a split with no keys
       asum += weight[s] != 0.f ? a * weight[s] : 0.f;
     }
     StoreGated(p, t, h, d, asum, l_total);
@@ -487,24 +477,11 @@ cudaError_t LaunchPagedAttention(const float* q, int heads, float scale, const K
                                  cudaStream_t stream) {
   const bool fp8 = kv.dtype == KvDtype::kFp8E4M3;
   AttnParams p;
-  p.q = q;
-  p.heads = heads;
-  p.group = heads / kv.kv_heads;
+  static_cast<AttentionCall&>(p) = MakeAttentionCall(q, heads, kv, batch, gate, gate_row_stride, gate_head_stride, out);
   p.scale_log2 = scale * kLog2e * (fp8 ? kv.k_scale : 1.0f);
-  p.v_mul = fp8 ? kv.v_scale : 1.0f;
   p.seqs = seqs;
-  p.kv = kv;
-  p.batch = batch;
-  p.gate = gate;
-  p.gate_row_stride = gate_row_stride;
-  p.gate_head_stride = gate_head_stride;
-  p.out = out;
   p.num_splits = AttentionSplits(batch.num_tokens);
-  const size_t acc_floats = static_cast<size_t>(p.num_splits) * batch.num_tokens * heads * kv.head_dim;
-  const size_t stat_floats = static_cast<size_t>(p.num_splits) * batch.num_tokens * heads;
-  p.ws_acc = p.num_splits > 1 ? workspace : nullptr;
-  p.ws_m = p.num_splits > 1 ? workspace + acc_floats : nullptr;
-  p.ws_l = p.num_splits > 1 ? workspace + acc_floats + stat_floats : nullptr;
+  p.ws = CarveSplitPartials(workspace, p.num_splits, batch.num_tokens, heads, kv.head_dim);
 
   const cudaError_t err = fp8 ? LaunchAttentionForGroup<Fp8Kv>(p, kv.kv_heads, stream)
                               : LaunchAttentionForGroup<Bf16Kv>(p, kv.kv_heads, stream);

@@ -30,6 +30,7 @@
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/attention_kv.cuh"
 #include "kernels/cuda/device_common.cuh"
+#include "kernels/cuda/ptx.cuh"
 #include "kernels/cuda/step_launch.h"
 
 namespace sparkserve::kernels::cuda {
@@ -42,33 +43,10 @@ using decode_attention::kTileKeys;
 using decode_attention::SplitChunk;
 
 constexpr unsigned kFullMask = 0xffffffffu;
-constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kPStride = 20;  // floats a row of the P^T transpose tile (conflict-free writes)
 
-// ---- PTX wrappers -----------------------------------------------------------------------------
+// ---- shared-memory loads and stores at a shared address (cp.async, ldmatrix, mma: ptx.cuh) ----
 
-__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-// 16 bytes global -> shared, L2 only; src_bytes 0 zero-fills without reading.
-__device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
 __device__ __forceinline__ uint4 Lds128(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
@@ -92,17 +70,9 @@ __device__ __forceinline__ uint32_t Lds32(uint32_t addr) {
 template <bool kBf16>
 __device__ __forceinline__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   if constexpr (kBf16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    MmaBf16F32(c, a, b0, b1);
   } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    MmaF16F32(c, a, b0, b1);
   }
 }
 
@@ -232,7 +202,7 @@ __global__ void __launch_bounds__(32) DecodeAttentionKernel(DecodeParams p) {
   const uint8_t* pool_v = static_cast<const uint8_t*>(p.kv.v);
   const size_t pool_row_bytes = static_cast<size_t>(p.kv.kv_heads) * Geo::kRowBytes;
   const size_t head_bytes = static_cast<size_t>(kvh) * Geo::kRowBytes;
-  const uint32_t ring = SmemAddr(decode_smem);
+  const uint32_t ring = SharedAddress(decode_smem);
   // Copies the tile whose pool rows lanes 0..15 hold (my_row) into ring stage `dst_stage`.
   auto issue = [&](int my_row, int dst_stage) {
     const uint32_t sk = ring + dst_stage * Geo::kStageBytes, sv = sk + kTileKeys * Geo::kKStride;
@@ -265,7 +235,7 @@ __global__ void __launch_bounds__(32) DecodeAttentionKernel(DecodeParams p) {
   // (the scale is applied to S in f32): hi in registers, lo in this lane's own shared slots (read
   // back by this lane only: no barrier).
   uint32_t qh[kSteps][2];
-  const uint32_t q_lo = SmemAddr(decode_smem + Geo::kQLoOffset) + lane * 8;  // + k-step * 256
+  const uint32_t q_lo = SharedAddress(decode_smem + Geo::kQLoOffset) + lane * 8;  // + k-step * 256
   {
     const int col = col0 + g;
     const float* qrow = nullptr;
@@ -455,13 +425,13 @@ __global__ void __launch_bounds__(32) DecodeAttentionKernel(DecodeParams p) {
       for (int d = lane; d < HD; d += 32) out[d] = __float2half_rn(o[d] * inv / (1.0f + __expf(-gate[d])));
     } else {
       const size_t row = (static_cast<size_t>(split) * bt.num_tokens + tok) * p.heads + h;
-      float* dst = p.ws_acc + row * HD;
+      float* dst = p.ws.acc + row * HD;
       for (int d = 4 * lane; d < HD; d += 128) {
         *reinterpret_cast<float4*>(dst + d) = make_float4(o[d], o[d + 1], o[d + 2], o[d + 3]);
       }
       if (lane == 0) {
-        p.ws_m[row] = ml[c];
-        p.ws_l[row] = ml[kCols + c];
+        p.ws.m[row] = ml[c];
+        p.ws.l[row] = ml[kCols + c];
       }
     }
   }
@@ -539,24 +509,11 @@ cudaError_t LaunchDecodeAttention(const float* q, int heads, float scale, const 
                                   int gate_head_stride, __half* out, float* workspace, cudaStream_t stream) {
   const bool fp8 = kv.dtype == KvDtype::kFp8E4M3;
   DecodeParams p;
-  p.q = q;
-  p.heads = heads;
-  p.group = heads / kv.kv_heads;
+  static_cast<AttentionCall&>(p) = MakeAttentionCall(q, heads, kv, batch, gate, gate_row_stride, gate_head_stride, out);
   p.col_tiles = DecodeAttentionColumnTiles(batch.max_seq_tokens, p.group);
   p.num_splits = DecodeAttentionSplits(batch.num_seqs, batch.num_tokens, batch.max_seq_tokens, kv.kv_heads, p.group);
   p.qk_scale = scale * kLog2e * (fp8 ? kv.k_scale : 1.0f);
-  p.v_mul = fp8 ? kv.v_scale : 1.0f;
-  p.kv = kv;
-  p.batch = batch;
-  p.gate = gate;
-  p.gate_row_stride = gate_row_stride;
-  p.gate_head_stride = gate_head_stride;
-  p.out = out;
-  const size_t acc_floats = static_cast<size_t>(p.num_splits) * batch.num_tokens * heads * kv.head_dim;
-  const size_t stat_floats = static_cast<size_t>(p.num_splits) * batch.num_tokens * heads;
-  p.ws_acc = p.num_splits > 1 ? workspace : nullptr;
-  p.ws_m = p.num_splits > 1 ? workspace + acc_floats : nullptr;
-  p.ws_l = p.num_splits > 1 ? workspace + acc_floats + stat_floats : nullptr;
+  p.ws = CarveSplitPartials(workspace, p.num_splits, batch.num_tokens, heads, kv.head_dim);
   return fp8 ? LaunchForHeadDim<Fp8Kv>(p, stream) : LaunchForHeadDim<Bf16Kv>(p, stream);
 }
 

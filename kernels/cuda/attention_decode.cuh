@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/ragged_batch.h"
 
 namespace sparkserve::kernels::cuda::decode_attention {
@@ -12,19 +13,10 @@ namespace sparkserve::kernels::cuda::decode_attention {
 inline constexpr int kTileKeys = 16;  // keys a pipeline stage: the M of S^T
 inline constexpr int kCols = 8;       // query columns a block: the N of both mma
 
-struct DecodeParams {
-  const float* q;  // [T, heads, HD]
-  int heads, group, col_tiles, num_splits;
+struct DecodeParams : AttentionCall {
+  int col_tiles, num_splits;
   float qk_scale;  // scale * log2(e) (* k_scale for fp8): raw mma scores -> log2 units
-  float v_mul;     // v_scale for fp8, else 1
-  KvPoolDevice kv;
-  RaggedBatchDevice batch;
-  const float* gate;
-  int gate_row_stride, gate_head_stride;
-  __half* out;    // [T, heads * HD]
-  float* ws_acc;  // [splits, T, heads, HD]
-  float* ws_m;    // [splits, T, heads]
-  float* ws_l;    // [splits, T, heads]
+  SplitPartials ws;
 };
 
 // Keys a split takes of a context of ctx keys (split s: [s * chunk, min(ctx, (s + 1) * chunk))):

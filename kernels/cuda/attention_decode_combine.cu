@@ -58,15 +58,15 @@ __global__ void DecodeCombineKernel(DecodeParams p) {
   const size_t split_stride = static_cast<size_t>(bt.num_tokens) * p.heads;
   const size_t row = static_cast<size_t>(t) * p.heads + h;
   float mx = -INFINITY;
-  for (int s = threadIdx.x; s < nz; s += blockDim.x) mx = fmaxf(mx, p.ws_m[s * split_stride + row]);
+  for (int s = threadIdx.x; s < nz; s += blockDim.x) mx = fmaxf(mx, p.ws.m[s * split_stride + row]);
   mx = BlockReduce<true>(mx, scratch);
   const float base = mx == -INFINITY ? 0.f : mx;
   float lsum = 0.f;
   for (int s = threadIdx.x; s < nz; s += blockDim.x) {
-    const float ms = p.ws_m[s * split_stride + row];
+    const float ms = p.ws.m[s * split_stride + row];
     const float w = ms == -INFINITY ? 0.f : exp2f(ms - base);  // a split with no key for this column
     weight[s] = w;
-    lsum += w != 0.f ? w * p.ws_l[s * split_stride + row] : 0.f;
+    lsum += w != 0.f ? w * p.ws.l[s * split_stride + row] : 0.f;
   }
   lsum = BlockReduce<false>(lsum, scratch);  // its barriers also publish weight[]
 
@@ -77,7 +77,7 @@ __global__ void DecodeCombineKernel(DecodeParams p) {
   for (int s = gi; s < nz; s += groups) {
     const float w = weight[s];
     if (w == 0.f) continue;
-    const float4 x = *reinterpret_cast<const float4*>(p.ws_acc + (s * split_stride + row) * HD + d);
+    const float4 x = *reinterpret_cast<const float4*>(p.ws.acc + (s * split_stride + row) * HD + d);
     sum.x += w * x.x;
     sum.y += w * x.y;
     sum.z += w * x.z;

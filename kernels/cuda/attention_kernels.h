@@ -22,6 +22,41 @@ int AttentionSplits(int num_tokens);
 // acc [splits, T, heads, head_dim], then m and l [splits, T, heads]. Zero when splits == 1.
 size_t AttentionPartialFloats(int splits, int num_tokens, int heads, int head_dim);
 
+inline constexpr float kLog2e = 1.4426950408889634f;  // scores run in log2 units (exp2)
+
+// What every attention kernel reads of a call (the split-K, decode and flash kernels' parameter
+// structs extend it), filled once by MakeAttentionCall.
+struct AttentionCall {
+  const float* q;    // [T, heads, head_dim]
+  int heads, group;  // group = heads / kv_heads
+  float v_mul;       // v_scale for an fp8 pool, else 1
+  KvPoolDevice kv;
+  RaggedBatchDevice batch;
+  const float* gate;
+  int gate_row_stride, gate_head_stride;
+  __half* out;  // [T, heads * head_dim]
+};
+inline AttentionCall MakeAttentionCall(const float* q, int heads, const KvPoolDevice& kv,
+                                       const RaggedBatchDevice& batch, const float* gate, int gate_row_stride,
+                                       int gate_head_stride, __half* out) {
+  const bool fp8 = kv.dtype == KvDtype::kFp8E4M3;
+  return AttentionCall{q,     heads, heads / kv.kv_heads, fp8 ? kv.v_scale : 1.0f, kv, batch, gate, gate_row_stride,
+                       gate_head_stride, out};
+}
+
+// The split partials' places in a workspace of AttentionPartialFloats: all null for one split.
+struct SplitPartials {
+  float* acc = nullptr;  // [splits, T, heads, head_dim]
+  float* m = nullptr;    // [splits, T, heads]
+  float* l = nullptr;    // [splits, T, heads]
+};
+inline SplitPartials CarveSplitPartials(float* workspace, int splits, int num_tokens, int heads, int head_dim) {
+  if (splits <= 1) return {};
+  const size_t stat_floats = static_cast<size_t>(splits) * num_tokens * heads;
+  const size_t acc_floats = stat_floats * head_dim;
+  return {workspace, workspace + acc_floats, workspace + acc_floats + stat_floats};
+}
+
 cudaError_t LaunchQkNormRopeKvWrite(const QkvInput& in, const float* q_norm, const float* k_norm, float eps,
                                     int heads, int rot_dim, float rope_theta, const RaggedBatchDevice& batch,
                                     const KvPoolDevice& kv, float* q_out, cudaStream_t stream);

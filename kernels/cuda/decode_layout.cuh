@@ -1,6 +1,5 @@
-// Device side of the decode weight layouts (decode_linear.h): the mma the decode and GEMM kernels
-// run, the E2M1 / E4M3 unpacking of a lane's 16-byte words into its mma A fragments, and the
-// cp.async copies the kernels stream weights with. nvcc only.
+// Device side of the decode weight layouts (decode_linear.h): the E2M1 / E4M3 unpacking of a lane's
+// 16-byte words into its mma A fragments (the mma and cp.async wrappers are ptx.cuh's). nvcc only.
 //
 // NVFP4 word layout (RepackNvfp4ForDecode): word w of a lane's 16 bytes holds the lane's 4 elements
 // 4t..4t+3 of K groups 2w and 2w+1 as four fp16x2 "pairs": pair 0 = group 2w elements (0, 1), pair
@@ -17,27 +16,9 @@
 #include <cstdint>
 
 #include "kernels/cuda/decode_linear_kernels.h"
+#include "kernels/cuda/ptx.cuh"
 
 namespace sparkserve::kernels::cuda {
-
-__device__ __forceinline__ void MmaF16F32(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                          uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// d = A B (no accumulator input: the compiler passes zero registers).
-__device__ __forceinline__ void MmaF16F32Fresh(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                               uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%10,%10,%10,%10};\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.f));
-}
 
 // Pair k of an NVFP4 word as fp16x2 holding value * 2^-14 exactly (E2M1's exponent lands on fp16's
 // two low exponent bits, subnormal 0.5 included; the 2^14 goes into the scale).
@@ -71,23 +52,6 @@ __device__ __forceinline__ uint32_t MulHalf2(uint32_t a, uint32_t b) {
   uint32_t d;
   asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
   return d;
-}
-
-// 16 bytes global -> shared without registers (L2 only: weights are read once a step).
-__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
-}
-// The same, but copying only when `valid` and zero-filling the 16 bytes otherwise (src is not read).
-__device__ __forceinline__ void CpAsync16OrZero(void* smem, const void* gmem, bool valid) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// Waits until at most N of this thread's committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 }  // namespace sparkserve::kernels::cuda

@@ -3,6 +3,7 @@
 #include "kernels/cuda/decode_linear.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "core/status.h"
 #include "kernels/cuda/cuda_status.h"
@@ -102,6 +103,38 @@ absl::Status CheckLinearEpilogue(const char* what, const DecodeEpilogue& e, int 
       fmt::format("{}: incomplete epilogue (kind {}) for {} outputs (kStore needs y, kSwiGlu x_out and an even out, "
                   "kAddRmsNorm x_out, residual, norm_weight and eps >= 0)",
                   what, static_cast<int>(e.kind), out));
+}
+
+absl::Status CheckLinearCall(const char* what, int out, int in, int k_multiple, int max_rows, const __half* x,
+                             int rows, const float* y, const DecodeEpilogue& e) {
+  if (out < 1 || in < k_multiple || in % k_multiple != 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: needs out >= 1 and in a positive multiple of {} (got [{}, {}])", what, k_multiple, out, in));
+  }
+  if (rows < 1 || rows > max_rows) {
+    return absl::InvalidArgumentError(fmt::format("{}: rows must be in 1..{} (got {})", what, max_rows, rows));
+  }
+  if (x == nullptr || reinterpret_cast<uintptr_t>(x) % 16 != 0) {
+    return absl::InvalidArgumentError(fmt::format("{}: x must be a 16-byte aligned device pointer", what));
+  }
+  return CheckLinearEpilogue(what, e, out, y);
+}
+
+absl::Status CheckLinearWeights(const char* what, const Nvfp4LinearDevice& w) {
+  if (w.packed == nullptr || w.scales == nullptr) {
+    return absl::InvalidArgumentError(fmt::format("{}: missing packed codes or group scales", what));
+  }
+  if (w.row_global_scales == nullptr && !(w.global_scale > 0.f)) {
+    return absl::InvalidArgumentError(fmt::format("{}: global_scale must be positive (got {})", what, w.global_scale));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLinearWeights(const char* what, const Fp8LinearDevice& w) {
+  if (w.weight == nullptr || w.scales == nullptr) {
+    return absl::InvalidArgumentError(fmt::format("{}: missing weight or per-channel scales", what));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Nvfp4DecodeLinear(const Nvfp4LinearDevice& w, const __half* x, int rows, float* y, void* workspace,

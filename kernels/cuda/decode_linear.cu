@@ -233,9 +233,7 @@ cudaError_t LaunchNvfp4Decode(const Nvfp4LinearDevice& w, const __half* x, int r
                    rows, w.out, w.in, p.tiles, p.steps_per_split, partial);
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  // The kernel's weights carry a 2^-14 factor (see E2m1PairScaledDown); the global scale divides.
-  const SplitSum sum{partial, p.num_splits, rows, w.out, w.row_global_scales ? 16384.0f : 16384.0f / w.global_scale,
-                     nullptr, w.row_global_scales};
+  const SplitSum sum{partial, p.num_splits, rows, w.out, Nvfp4SumScale(w), nullptr, w.row_global_scales};
   return LaunchLinearEpilogue(sum, y, epilogue, stream);
 }
 

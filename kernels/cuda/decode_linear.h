@@ -95,6 +95,15 @@ struct DecodeEpilogue {
 // Every linear kernel family (decode, GEMM, W4A4) checks its epilogue with it.
 absl::Status CheckLinearEpilogue(const char* what, const DecodeEpilogue& e, int out, const float* y);
 
+// What the many-row families (GEMM, skinny) check of a call: out >= 1, `in` a positive multiple of
+// k_multiple, rows in 1..max_rows, x a 16-byte aligned pointer, and the epilogue (above).
+absl::Status CheckLinearCall(const char* what, int out, int in, int k_multiple, int max_rows, const __half* x,
+                             int rows, const float* y, const DecodeEpilogue& e);
+// The weights are complete: NVFP4 packed codes and group scales with a positive global scale (or
+// per-row divisors); FP8 weight and per-channel scales. Else InvalidArgument naming `what`.
+absl::Status CheckLinearWeights(const char* what, const Nvfp4LinearDevice& w);
+absl::Status CheckLinearWeights(const char* what, const Fp8LinearDevice& w);
+
 // Scratch a decode linear needs: fp32 partial sums of its K splits.
 size_t DecodeLinearWorkspaceBytes(int out, int in, int rows);
 

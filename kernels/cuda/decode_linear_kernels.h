@@ -18,6 +18,13 @@ inline constexpr int kFp8Step = 64;     // K elements per warp iteration: 4 mma 
 // bits 3k..3k+2 (decode_layout.cuh E2m1PairScaledDown unpacks it).
 inline constexpr int kE2m1PairSignBit[4] = {14, 13, 12, 15};
 
+// The scale an NVFP4 linear's fp32 sums take (SplitSum's `scale`): every NVFP4 kernel's unpacked
+// weights carry a 2^-14 factor (decode_layout.cuh E2m1PairScaledDown) and the global scale divides
+// (per row through row_global_scales when the linear is a fused stack).
+inline float Nvfp4SumScale(const Nvfp4LinearDevice& w) {
+  return w.row_global_scales != nullptr ? 16384.0f : 16384.0f / w.global_scale;
+}
+
 struct SplitPlan {
   int tiles, steps, num_splits, steps_per_split;
 };

@@ -14,6 +14,7 @@
 //   shared memory as f32, 4 x 4 outputs a thread with fp32 FMA.
 #include "kernels/cuda/dense_linear_kernels.h"
 #include "kernels/cuda/device_common.cuh"
+#include "kernels/cuda/ptx.cuh"
 #include "kernels/cuda/step_launch.h"
 
 #include <algorithm>
@@ -228,15 +229,6 @@ __device__ __forceinline__ uint4 Bf16x8ToHalf(uint4 v) {
   return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
-__device__ __forceinline__ void MmaF16(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                       uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // One warp's operands of a 32-element K step: lane (g, t) = (lane / 4, lane % 4) holds elements
 // 8t..8t+7 of x rows 16i + g and 16i + g + 8 (i < kMTiles) and of W rows 8j + g (j < 4), zeros past
 // `in`. The K order inside the step is permuted identically for both operands (any fixed
@@ -312,8 +304,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
       const uint4 lo = cur.x[i][0], hi = cur.x[i][1];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        MmaF16(acc[i][j], lo.x, hi.x, lo.y, hi.y, wh[j].x, wh[j].y);
-        MmaF16(acc[i][j], lo.z, hi.z, lo.w, hi.w, wh[j].z, wh[j].w);
+        MmaF16F32(acc[i][j], lo.x, hi.x, lo.y, hi.y, wh[j].x, wh[j].y);
+        MmaF16F32(acc[i][j], lo.z, hi.z, lo.w, hi.w, wh[j].z, wh[j].w);
       }
     }
     cur = next;

@@ -34,4 +34,21 @@ inline int MultiprocessorCount() {
   return count;
 }
 
+// Shared memory of the current device (H100/H200: 228 KB a SM, 227 KB a block opted into; sm_120/121:
+// 100 / 99 KB), looked up once per process; the smallest supported device's when unreadable.
+struct SharedMemoryLimits {
+  int per_sm, per_block;
+};
+inline const SharedMemoryLimits& DeviceSharedMemory() {
+  static const SharedMemoryLimits limits = [] {
+    SharedMemoryLimits l{100 * 1024, 99 * 1024};
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return l;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) == cudaSuccess && v > 0) l.per_sm = v;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess && v > 0) l.per_block = v;
+    return l;
+  }();
+  return limits;
+}
+
 }  // namespace sparkserve::kernels::cuda

@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "kernels/cuda/gdn_kernels.h"
+#include "kernels/cuda/gdn_math.cuh"
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/step_launch.h"
 
@@ -33,7 +34,6 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-__device__ __forceinline__ float SiluF(float x) { return x / (1.0f + expf(-x)); }
 
 // ---- CausalConv1dSilu ----
 // The conv is no recurrence: the window before token i of a seq is its inputs i-K+1..i-1, taken
@@ -277,9 +277,8 @@ __global__ void __launch_bounds__(kGdnThreads) GatedDeltaNetKernel(const GdnPara
     const float inv_q = rsqrtf(norms.y + 1e-6f) * p.q_scale;
     const float kq = norms.z * inv_k * inv_q;  // normalised k.q
     const float ax = cur.a + dt_bias;
-    const float softplus = ax > 20.0f ? ax : log1pf(expf(ax));
-    const float decay = expf(-a_scale * softplus);
-    const float beta = 1.0f / (1.0f + expf(-cur.b));
+    const float decay = expf(GdnLogDecay(ax, a_scale));
+    const float beta = GdnBeta(cur.b);
     float4 delta = make_float4(0.f, 0.f, 0.f, 0.f), o = delta;
 #pragma unroll
     for (int x = 0; x < 4; ++x) {

@@ -24,13 +24,13 @@
 
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/gdn_chunked.cuh"
+#include "kernels/cuda/gdn_math.cuh"
 #include "kernels/cuda/step_launch.h"
 
 namespace sparkserve::kernels::cuda {
 namespace gdn_chunked {
 namespace {
 
-__device__ __forceinline__ float SiluF(float x) { return x / (1.0f + expf(-x)); }
 
 // A buffer: the record's [0, u_off) as it is, then the U slice [64][kLdSlice] (delta after step b).
 __host__ __device__ inline size_t StageBytes(const GdnChunkLayout& lay) {
@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kThreads, 1) GdnChunkRecurrenceKernel(const Gd
     const __half* Qs = reinterpret_cast<const __half*>(st + L.q_off);
     const __half* Ps = reinterpret_cast<const __half*>(st + L.p_off);
     float* Us = reinterpret_cast<float*>(st + L.u_off);
-    CpAsyncWaitAll();
+    CpAsyncWait<0>();
     __syncthreads();  // chunk c landed; chunk c - 1 is done with the other buffer and wrote S
     if (c + 1 < chunks) issue(c + 1, buf ^ 1);
 
@@ -262,10 +262,7 @@ size_t GdnChunkedSmemBytes(int dk, int dv) {
 }
 
 bool GdnChunkedFitsDevice(int dk, int dv) {
-  int dev = 0, optin = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) return false;
-  return GdnChunkedSmemBytes(dk, dv) <= static_cast<size_t>(optin);
+  return GdnChunkedSmemBytes(dk, dv) <= static_cast<size_t>(DeviceSharedMemory().per_block);
 }
 
 cudaError_t LaunchGatedDeltaNetChunked(const GdnInput& in, const GdnShape& shape, const float* a_log,

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/gdn_kernels.h"
+#include "kernels/cuda/ptx.cuh"
 
 namespace sparkserve::kernels::cuda::gdn_chunked {
 
@@ -63,21 +64,6 @@ __device__ __forceinline__ ChunkRef LocateChunk(const GdnChunkParams& p, int x) 
   return r;
 }
 
-// ---- cp.async (valid == false: the destination is zero-filled and nothing is read)
-
-__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool valid) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0)
-               : "memory");
-}
-
-__device__ __forceinline__ void CpAsync4(void* smem, const void* gmem, bool valid) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 4 : 0) : "memory");
-}
-
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void CpAsyncWaitAll() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 // ---- m16n8k8 TF32 mma. Lane = 4 g + t holds A (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4);
 // B (t, g), (t + 4, g); C (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1).

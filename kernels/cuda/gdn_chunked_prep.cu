@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/gdn_chunked.cuh"
+#include "kernels/cuda/gdn_math.cuh"
 #include "kernels/cuda/step_launch.h"
 
 namespace sparkserve::kernels::cuda::gdn_chunked {
@@ -112,14 +113,13 @@ __global__ void __launch_bounds__(kThreads, 2) GdnChunkPrepKernel(const GdnChunk
     if (tid < n) {
       const size_t at = static_cast<size_t>(ref.tok_abs + tid) * p.ab_stride + j;
       const float ax = __ldg(p.a + at) + __ldg(p.dt_bias + j);
-      const float softplus = ax > 20.0f ? ax : log1pf(expf(ax));
-      gt = -expf(__ldg(p.a_log + j)) * softplus;
-      bt = 1.0f / (1.0f + expf(-__ldg(p.b + at)));
+      gt = GdnLogDecay(ax, expf(__ldg(p.a_log + j)));
+      bt = GdnBeta(__ldg(p.b + at));
     }
     G[tid] = gt;
     beta[tid] = bt;
   }
-  CpAsyncWaitAll();
+  CpAsyncWait<0>();
   __syncthreads();
 
   // ---- 2. cumulative G (warp 0, two tokens a lane) and the factors; L2 norms (eps inside the rsqrt)
@@ -260,7 +260,7 @@ __global__ void __launch_bounds__(kThreads, 2) GdnChunkPrepKernel(const GdnChunk
     }
     __syncthreads();
   }
-  CpAsyncWaitAll();
+  CpAsyncWait<0>();
   __syncthreads();
 
   // ---- 5. [W | U] = T [diag(beta gamma) K | diag(beta) V]: n-tiles warp + 8i (W's first), T's

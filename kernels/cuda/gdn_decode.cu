@@ -27,6 +27,7 @@
 
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/gdn_kernels.h"
+#include "kernels/cuda/gdn_math.cuh"
 #include "kernels/cuda/step_launch.h"
 
 namespace sparkserve::kernels::cuda {
@@ -41,7 +42,6 @@ constexpr int kSplitGroups = kGdnDecodeSplitColumns / 4;  // split columns (32 c
 static_assert(kGdnMaxDv <= 4 * kWholeHeadGroups, "a whole-head block covers dv");
 static_assert((kGdnMaxDv + kGdnDecodeSplitColumns - 1) / kGdnDecodeSplitColumns <= kGdnDecodeMaxSlices);
 
-__device__ __forceinline__ float SiluF(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float& Lane(float4& v, int x) { return x == 0 ? v.x : x == 1 ? v.y : x == 2 ? v.z : v.w; }
 __device__ __forceinline__ float Lane(const float4& v, int x) {
   return x == 0 ? v.x : x == 1 ? v.y : x == 2 ? v.z : v.w;
@@ -126,9 +126,8 @@ __global__ void __launch_bounds__(kDecodeThreads, DecodeMinBlocks(CG, M))
     const float a_in = __ldg(p.a + static_cast<size_t>(t) * p.ab_stride + j);
     const float b_in = __ldg(p.b + static_cast<size_t>(t) * p.ab_stride + j);
     const float ax = a_in + dt_bias;
-    const float softplus = ax > 20.0f ? ax : log1pf(expf(ax));
-    gates[0] = expf(-a_scale * softplus);
-    gates[1] = 1.0f / (1.0f + expf(-b_in));
+    gates[0] = expf(GdnLogDecay(ax, a_scale));
+    gates[1] = GdnBeta(b_in);
   }
   __syncthreads();  // qk, cols, gates staged
 

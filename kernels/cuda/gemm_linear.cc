@@ -32,17 +32,7 @@ namespace {
 
 absl::Status CheckCall(const char* what, int out, int in, int k_multiple, const __half* x, int rows, float* y,
                        void* workspace, const DecodeEpilogue& e) {
-  if (out < 1 || in < k_multiple || in % k_multiple != 0) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}: needs out >= 1 and in a positive multiple of {} (got [{}, {}])", what, k_multiple, out, in));
-  }
-  if (rows < 1 || rows > 65535 * 128) {
-    return absl::InvalidArgumentError(fmt::format("{}: rows must be in 1..{} (got {})", what, 65535 * 128, rows));
-  }
-  if (x == nullptr || reinterpret_cast<uintptr_t>(x) % 16 != 0) {
-    return absl::InvalidArgumentError(fmt::format("{}: x must be a 16-byte aligned device pointer", what));
-  }
-  RETURN_IF_ERROR(CheckLinearEpilogue(what, e, out, y));
+  RETURN_IF_ERROR(CheckLinearCall(what, out, in, k_multiple, 65535 * 128, x, rows, y, e));
   if (workspace == nullptr && !GemmWritesDirectly(PlanGemm(rows, out, in), e)) {
     return absl::InvalidArgumentError(
         fmt::format("{}: [{}, {}] over {} rows needs a workspace of {} bytes", what, out, in, rows,
@@ -56,13 +46,7 @@ absl::Status CheckCall(const char* what, int out, int in, int k_multiple, const 
 absl::Status Nvfp4GemmLinear(const Nvfp4LinearDevice& w, const __half* x, int rows, float* y, void* workspace,
                              cudaStream_t stream, const DecodeEpilogue& epilogue) {
   RETURN_IF_ERROR(CheckCall("nvfp4 gemm linear", w.out, w.in, kNvfp4Step, x, rows, y, workspace, epilogue));
-  if (w.packed == nullptr || w.scales == nullptr) {
-    return absl::InvalidArgumentError("nvfp4 gemm linear: missing packed codes or group scales");
-  }
-  if (w.row_global_scales == nullptr && !(w.global_scale > 0.f)) {
-    return absl::InvalidArgumentError(
-        fmt::format("nvfp4 gemm linear: global_scale must be positive (got {})", w.global_scale));
-  }
+  RETURN_IF_ERROR(CheckLinearWeights("nvfp4 gemm linear", w));
   return CudaStatus(LaunchNvfp4Gemm(w, x, rows, y, static_cast<float*>(workspace), epilogue, stream),
                     "nvfp4 gemm linear");
 }
@@ -70,9 +54,7 @@ absl::Status Nvfp4GemmLinear(const Nvfp4LinearDevice& w, const __half* x, int ro
 absl::Status Fp8GemmLinear(const Fp8LinearDevice& w, const __half* x, int rows, float* y, void* workspace,
                            cudaStream_t stream, const DecodeEpilogue& epilogue) {
   RETURN_IF_ERROR(CheckCall("fp8 gemm linear", w.out, w.in, kFp8Step, x, rows, y, workspace, epilogue));
-  if (w.weight == nullptr || w.scales == nullptr) {
-    return absl::InvalidArgumentError("fp8 gemm linear: missing weight or per-channel scales");
-  }
+  RETURN_IF_ERROR(CheckLinearWeights("fp8 gemm linear", w));
   return CudaStatus(LaunchFp8Gemm(w, x, rows, y, static_cast<float*>(workspace), epilogue, stream), "fp8 gemm linear");
 }
 

@@ -43,16 +43,6 @@ struct GemmArgs {
   const float* row_divisors;
 };
 
-// ---- cp.async of the 8- and 4-byte NVFP4 pieces (16-byte copies: decode_layout.cuh CpAsync16) ----
-__device__ __forceinline__ void CpAsync8(void* dst, const void* src) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(src) : "memory");
-}
-__device__ __forceinline__ void CpAsync4(void* dst, const void* src) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src) : "memory");
-}
-
 // ---- the two weight formats: staging one K stage of 8 tiles, and dequantising it ----
 
 // NVFP4: a stage is half of a 128-element decode step: words 2*half, 2*half+1 of every lane's 16
@@ -344,8 +334,7 @@ cudaError_t LaunchNvfp4Gemm(const Nvfp4LinearDevice& w, const __half* x, int row
   a.out = w.out;
   a.in = w.in;
   a.tiles = (w.out + 15) / 16;
-  // The weights carry a 2^-14 factor (E2m1PairScaledDown); the global scale divides.
-  a.scale = w.row_global_scales ? 16384.0f : 16384.0f / w.global_scale;
+  a.scale = Nvfp4SumScale(w);
   a.row_divisors = w.row_global_scales;
   return LaunchGemmThenEpilogue<Nvfp4Format>(a, rows, y, workspace, epilogue, stream);
 }

@@ -27,57 +27,21 @@
 
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/attention_kv.cuh"
+#include "kernels/cuda/device_common.cuh"
+#include "kernels/cuda/ptx.cuh"
 #include "kernels/cuda/step_launch.h"
 
 namespace sparkserve::kernels::cuda {
 namespace {
 
 constexpr unsigned kFullMask = 0xffffffffu;
-constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kMaxGroup = 16;
 
-struct FlashParams {
-  const float* q;  // [T, heads, HD]
-  int heads, group, tokens_per_tile;
-  float q_scale;       // scale * log2(e)
-  float k_mul, v_mul;  // k_scale / v_scale for fp8 (1 for bf16)
-  KvPoolDevice kv;
-  RaggedBatchDevice batch;
-  const float* gate;
-  int gate_row_stride, gate_head_stride;
-  __half* out;  // [T, heads * HD]
+struct FlashParams : AttentionCall {
+  int tokens_per_tile;
+  float q_scale;  // scale * log2(e)
+  float k_mul;    // k_scale for fp8 (1 for bf16)
 };
-
-__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared, asynchronously; src_bytes 0 zero-fills without reading.
-__device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void CpAsyncWaitAll() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-
-__device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-// c[4] += A (16x16 f16, row) * B (16x8 f16, col), f32 accumulate.
-__device__ __forceinline__ void MmaF16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 __device__ __forceinline__ uint32_t PackF16x2(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
@@ -217,7 +181,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) PrefillAttentionKernel(FlashPa
   issue_tile(0);
   for (int it = 0; it < num_tiles; ++it) {  // block-uniform
     const int kb = it * kKeys;
-    CpAsyncWaitAll();
+    CpAsyncWait<0>();
     __syncthreads();  // raw tile `it` landed; every warp is done with sK/sV of tile it - 1 (and sQ is written)
     for (int i = threadIdx.x; i < kKeys * kChunks; i += kThreads) {
       const int j = i / kChunks, c = i % kChunks;
@@ -242,8 +206,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) PrefillAttentionKernel(FlashPa
       for (int jp = 0; jp < kN / 2; ++jp) {
         uint32_t b[4];
         LdMatrixX4(b, k_addr + k_row + jp * 16 * HD * 2 + (((2 * d + ((lane >> 3) & 1)) ^ sw) * 16));
-        MmaF16(s[2 * jp], a, b[0], b[1]);
-        MmaF16(s[2 * jp + 1], a, b[2], b[3]);
+        MmaF16F32(s[2 * jp], a, b[0], b[1]);
+        MmaF16F32(s[2 * jp + 1], a, b[2], b[3]);
       }
     }
 
@@ -304,8 +268,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) PrefillAttentionKernel(FlashPa
       for (int dn = 0; dn < HD / 16; ++dn) {
         uint32_t b[4];
         LdMatrixX4Trans(b, v_addr + v_row + kk * 16 * HD * 2 + (((2 * dn + (lane >> 4)) ^ sw) * 16));
-        MmaF16(o[2 * dn], a, b[0], b[1]);
-        MmaF16(o[2 * dn + 1], a, b[2], b[3]);
+        MmaF16F32(o[2 * dn], a, b[0], b[1]);
+        MmaF16F32(o[2 * dn + 1], a, b[2], b[3]);
       }
     }
   }
@@ -339,17 +303,6 @@ template <int HD, int kWarps, int kKeys, typename Kv>
 constexpr size_t SmemBytes() {
   return static_cast<size_t>(kWarps * 16) * HD * 2 + 2 * static_cast<size_t>(kKeys) * HD * 2 +
          2 * static_cast<size_t>(kKeys) * HD * Kv::kBytes;
-}
-
-// Largest dynamic shared memory a block of the current device may opt into (bytes).
-size_t MaxOptInSmem() {
-  static const size_t bytes = [] {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return size_t{0};
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) return size_t{0};
-    return static_cast<size_t>(n);
-  }();
-  return bytes;
 }
 
 template <int HD, int kWarps, int kKeys, typename Kv>
@@ -399,7 +352,7 @@ size_t PrefillAttentionSmemBytes(PrefillTile tile, int head_dim, KvDtype dtype) 
 
 bool PrefillAttentionFits(PrefillTile tile, int head_dim, KvDtype dtype) {
   if (tile == PrefillTile::kSmall && head_dim != 256) return false;  // not instantiated
-  return PrefillAttentionSmemBytes(tile, head_dim, dtype) + 1024 <= MaxOptInSmem();  // + static smem
+  return PrefillAttentionSmemBytes(tile, head_dim, dtype) + 1024 <= static_cast<size_t>(DeviceSharedMemory().per_block);  // + static smem
 }
 
 cudaError_t LaunchPrefillAttention(PrefillTile tile, const float* q, int heads, float scale, const KvPoolDevice& kv,
@@ -407,19 +360,10 @@ cudaError_t LaunchPrefillAttention(PrefillTile tile, const float* q, int heads, 
                                    int gate_head_stride, __half* out, cudaStream_t stream) {
   const bool fp8 = kv.dtype == KvDtype::kFp8E4M3;
   FlashParams p;
-  p.q = q;
-  p.heads = heads;
-  p.group = heads / kv.kv_heads;
+  static_cast<AttentionCall&>(p) = MakeAttentionCall(q, heads, kv, batch, gate, gate_row_stride, gate_head_stride, out);
   p.tokens_per_tile = 0;  // set per tile shape
   p.q_scale = scale * kLog2e;
   p.k_mul = fp8 ? kv.k_scale : 1.0f;
-  p.v_mul = fp8 ? kv.v_scale : 1.0f;
-  p.kv = kv;
-  p.batch = batch;
-  p.gate = gate;
-  p.gate_row_stride = gate_row_stride;
-  p.gate_head_stride = gate_head_stride;
-  p.out = out;
   return fp8 ? LaunchForTile<Fp8Kv>(tile, p, stream) : LaunchForTile<Bf16Kv>(tile, p, stream);
 }
 

@@ -70,7 +70,7 @@ __device__ __forceinline__ void StageActivations(const SkinnyArgs& a, int s, uin
       const int r = i / kRowChunks, ch = i % kRowChunks;
       const bool valid = r < a.rows;
       const __half* src = a.x + static_cast<size_t>(valid ? r : 0) * a.in + static_cast<size_t>(s) * kStepK + ch * 8;
-      CpAsync16OrZero(dst + r * kStrideBytes + ch * 16, src, valid);
+      CpAsync16(dst + r * kStrideBytes + ch * 16, src, valid);
     }
   }
 }
@@ -286,23 +286,6 @@ __global__ void __launch_bounds__(kThreads, SkinnyMinBlocksPerSm(NT)) SkinnyLine
   }
 }
 
-// Shared-memory limits of the current device (H100/H200: 228 KB a SM, 227 KB a block; sm_120/121:
-// 100 / 99 KB), looked up once per process.
-struct SmemLimits {
-  int per_sm, per_block;
-};
-const SmemLimits& Limits() {
-  static const SmemLimits limits = [] {
-    SmemLimits l{100 * 1024, 99 * 1024};  // the smallest of the supported devices when unreadable
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return l;
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) == cudaSuccess && v > 0) l.per_sm = v;
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess && v > 0) l.per_block = v;
-    return l;
-  }();
-  return limits;
-}
-
 template <typename F, int NT>
 cudaError_t LaunchKernel(const SkinnyArgs& a, const SkinnyPlan& p, cudaStream_t stream) {
   auto* kernel = SkinnyLinearKernel<F, NT>;
@@ -314,7 +297,7 @@ cudaError_t LaunchKernel(const SkinnyArgs& a, const SkinnyPlan& p, cudaStream_t 
   if (err != cudaSuccess) return err;
   const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
   if (bit == 0 || (allowed.load(std::memory_order_acquire) & bit) == 0) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Limits().per_block);
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DeviceSharedMemory().per_block);
     if (err != cudaSuccess) return err;
     allowed.fetch_or(bit, std::memory_order_acq_rel);
   }
@@ -361,7 +344,7 @@ SkinnyPlan PlanSkinny(bool nvfp4, int rows, int out, int in) {
                   static_cast<size_t>(p.n_tiles) * 8 * (step_k + 16) * 2;
   // As many ring stages as the blocks a SM aims for leave room for (1 KB a block is the runtime's);
   // one block a SM when two do not fit two stages each.
-  const SmemLimits& lim = Limits();
+  const SharedMemoryLimits& lim = DeviceSharedMemory();
   p.blocks_per_sm = SkinnyMinBlocksPerSm(p.n_tiles);
   for (;;) {
     const int64_t budget = std::min<int64_t>(lim.per_block, lim.per_sm / p.blocks_per_sm - 1024);
@@ -391,9 +374,7 @@ cudaError_t LaunchNvfp4Skinny(const Nvfp4LinearDevice& w, const __half* x, int r
   a.out = w.out;
   a.in = w.in;
   a.partial = partial;
-  // The weights carry a 2^-14 factor (E2m1PairScaledDown); the global scale divides.
-  return LaunchThenEpilogue<SkinnyNvfp4>(a, y, epilogue, w.row_global_scales ? 16384.0f : 16384.0f / w.global_scale,
-                                         nullptr, w.row_global_scales, stream);
+  return LaunchThenEpilogue<SkinnyNvfp4>(a, y, epilogue, Nvfp4SumScale(w), nullptr, w.row_global_scales, stream);
 }
 
 cudaError_t LaunchFp8Skinny(const Fp8LinearDevice& w, const __half* x, int rows, float* y, float* partial,

@@ -13,6 +13,7 @@
 //   g's; byte-id and thread-id selectors 0 (CUTLASS SM120_16x8x64_TN_VS SFA/SFB layouts).
 //   C: c0 (row g, token 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1).
 // Out-of-range weight tiles and tokens are zero-filled by cp.async (src-size 0) and never stored.
+#include "kernels/cuda/ptx.cuh"
 #include "kernels/cuda/step_launch.h"
 #include "kernels/cuda/w4a4_linear_kernels.h"
 #include "quant/e2m1.h"
@@ -51,19 +52,6 @@ struct __align__(16) Stage {
 };
 static_assert(sizeof(Stage) * 2 <= 48 * 1024, "two stages must fit the static shared-memory limit");
 
-__device__ __forceinline__ void CopyAsync16(void* smem, const void* gmem, bool valid) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void CopyAsync8(void* smem, const void* gmem, bool valid) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 8 : 0) : "memory");
-}
-__device__ __forceinline__ void CommitCopies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void WaitCopies() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 // c += (A * scale_a) (B * scale_b), 16 x 8 x 64, E2M1 operands with E4M3 scales per 16 K.
 __device__ __forceinline__ void MmaFp4BlockScaled(float c[4], const uint32_t a[4], const uint32_t b[2], uint32_t sfa,
@@ -126,14 +114,14 @@ __device__ __forceinline__ void LoadWeightStage(Stage& st, const uint8_t* __rest
     const int tl = i / kChunks, c = i % kChunks, tile = tile0 + tl;
     const bool ok = tile < tiles;
     const size_t block = static_cast<size_t>(ok ? tile : 0) * steps + static_cast<size_t>(kStageSteps) * ks;
-    CopyAsync16(st.a_codes + tl * kChunks * 16 + c * 16, codes + block * kTileStepBytes + c * 16, ok);
+    CpAsync16(st.a_codes + tl * kChunks * 16 + c * 16, codes + block * kTileStepBytes + c * 16, ok);
   }
   constexpr int kScaleChunks = kStageSteps * kTileStepScaleBytes / 16;  // 8 per tile
   for (int i = threadIdx.x; i < kBlockTiles * kScaleChunks; i += kThreads) {
     const int tl = i / kScaleChunks, c = i % kScaleChunks, tile = tile0 + tl;
     const bool ok = tile < tiles;
     const size_t block = static_cast<size_t>(ok ? tile : 0) * steps + static_cast<size_t>(kStageSteps) * ks;
-    CopyAsync16(st.a_scales + tl * kScaleChunks * 16 + c * 16, scales + block * kTileStepScaleBytes + c * 16, ok);
+    CpAsync16(st.a_scales + tl * kScaleChunks * 16 + c * 16, scales + block * kTileStepScaleBytes + c * 16, ok);
   }
 }
 
@@ -146,13 +134,13 @@ __device__ __forceinline__ void LoadActivationStage(Stage& st, const uint8_t* __
     const int r = i / kChunks, c = i % kChunks, row = row0 + r;
     const bool ok = row < rows;
     const uint8_t* src = codes + static_cast<size_t>(ok ? row : 0) * (in / 2) + ks * kRowCodeBytes + c * 16;
-    CopyAsync16(st.b_codes + r * kRowStride + c * 16, src, ok);
+    CpAsync16(st.b_codes + r * kRowStride + c * 16, src, ok);
   }
   for (int r = threadIdx.x; r < kW4a4TileRows; r += kThreads) {
     const int row = row0 + r;
     const bool ok = row < rows;
     const uint8_t* src = scales + static_cast<size_t>(ok ? row : 0) * (in / 16) + ks * kRowScaleBytes;
-    CopyAsync8(st.b_scales + r * kRowScaleBytes, src, ok);
+    CpAsync8(st.b_scales + r * kRowScaleBytes, src, ok);
   }
 }
 
@@ -173,17 +161,17 @@ __global__ void __launch_bounds__(kThreads)
   WaitForPriorGrids();
   AllowNextGrid();
   LoadActivationStage(stages[0], x_codes, x_scales, row0, rows, in, 0);
-  CommitCopies();
+  CpAsyncCommit();
 
   float acc[kWarpTilesOut][kWarpTilesRows][4] = {};
   for (int ks = 0; ks < num_stages; ++ks) {
     if (ks + 1 < num_stages) {  // the next stage loads into the buffer freed at the end of ks - 1
       LoadWeightStage(stages[(ks + 1) & 1], w_codes, w_scales, tile0, tiles, steps, ks + 1);
       LoadActivationStage(stages[(ks + 1) & 1], x_codes, x_scales, row0, rows, in, ks + 1);
-      CommitCopies();
-      WaitCopies<1>();  // stage ks has landed (this thread's copies)
+      CpAsyncCommit();
+      CpAsyncWait<1>();  // stage ks has landed (this thread's copies)
     } else {
-      WaitCopies<0>();
+      CpAsyncWait<0>();
     }
     __syncthreads();  // ... and every thread's
     const Stage& st = stages[ks & 1];

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fmt/format.h"
+#include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/gdn.h"
 #include "kernels/cuda/gdn_kernels.h"
 #include "tests/gpu/ops/gdn_reference.h"
@@ -241,23 +242,14 @@ TEST(GatedDeltaNetDecodeTest, RunsInsideCudaGraph) {
     const GdnInputs in = DecodeInputs(gc, batch.num_tokens, rng);
     const GdnReference ref = CpuGdn(gc, batch, in);
     GdnDevice d = UploadGdn(gc, in, batch.num_tokens);
-    cudaStream_t stream = nullptr;
-    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    const cudaError_t launched =
-        cuda::LaunchGatedDeltaNetDecode(d.input, gc.shape, d.a_log.data(), d.dt_bias.data(), d.norm_w.data(), 1e-6f,
-                                        batch.device, layout, d.state.data(), d.out.data(), stream);
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    ASSERT_EQ(launched, cudaSuccess);
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    LaunchInCapturedGraph([&](cudaStream_t stream) {
+      return cuda::CudaStatus(
+          cuda::LaunchGatedDeltaNetDecode(d.input, gc.shape, d.a_log.data(), d.dt_bias.data(), d.norm_w.data(), 1e-6f,
+                                          batch.device, layout, d.state.data(), d.out.data(), stream),
+          "LaunchGatedDeltaNetDecode");
+    });
+    if (HasFatalFailure()) return;
     CompareGdn(gc, in, ref, d);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(stream);
   }
 }
 

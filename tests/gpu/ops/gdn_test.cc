@@ -108,21 +108,9 @@ TEST(GatedDeltaNetTest, RunsInsideCudaGraph) {
   const GdnInputs in = MakeGdnInputs(gc, batch.num_tokens, rng);
   const GdnReference ref = CpuGdn(gc, batch, in);
   GdnDevice d = UploadGdn(gc, in, batch.num_tokens);
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  const absl::Status launched = RunGdn(gc, batch, d, stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  GPU_ASSERT_OK(launched);
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  LaunchInCapturedGraph([&](cudaStream_t stream) { return RunGdn(gc, batch, d, stream); });
+  if (HasFatalFailure()) return;
   CompareGdn(gc, in, ref, d);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
 }
 
 TEST(GatedDeltaNetTest, RejectsBadArguments) {

@@ -19,6 +19,26 @@ namespace cpu = kernels::cpu;
 
 inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
+// Captures `launch(stream)` (returning absl::Status) in a CUDA graph on a fresh stream, replays the
+// graph once and waits: decode steps run as graphs, so a kernel must capture and replay cleanly.
+template <typename Launch>
+void LaunchInCapturedGraph(Launch launch) {
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const absl::Status launched = launch(stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  GPU_ASSERT_OK(launched);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
 // One seq of a step: its tokens, the position of the first, its state slot, MTP-verify columns.
 struct SeqSpec {
   int tokens = 1;
