@@ -1,5 +1,6 @@
 // Small pieces every kernel family of kernels/cuda shares: streaming 16-byte loads of data read
-// once, f32 -> f16 saturating at +-65504 (NaN stays NaN), and the device's SM count for grid sizing.
+// once, f32 -> f16 saturating at +-65504 (NaN stays NaN), SiLU, and the device's SM count and shared
+// memory for grid sizing.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -22,6 +23,9 @@ __device__ __forceinline__ float SaturateToHalfRange(float v) {
   return v > 65504.f ? 65504.f : (v < -65504.f ? -65504.f : v);
 }
 __device__ __forceinline__ __half ToHalfSaturated(float v) { return __float2half_rn(SaturateToHalfRange(v)); }
+
+// silu(v) = v * sigmoid(v), with the fast exponential (every SwiGLU: norm_ops, the linear epilogues).
+__device__ __forceinline__ float Silu(float v) { return v / (1.0f + __expf(-v)); }
 
 // SMs of the current device (132 when it cannot be read), looked up once per process.
 inline int MultiprocessorCount() {

@@ -11,113 +11,28 @@
 // elements 4t..4t+3); the activations are read in the same order, so the product is unchanged.
 // NVFP4 group scales multiply the fp16 weights exactly (see Nvfp4Format::Dequantise); the global scale and
 // FP8's per-channel scales are applied after the sum, as in the decode kernels.
-#include "kernels/cuda/decode_layout.cuh"
 #include "kernels/cuda/device_common.cuh"
+#include "kernels/cuda/gemm_formats.cuh"
 #include "kernels/cuda/gemm_linear_kernels.h"
 #include "kernels/cuda/linear_epilogue_kernels.h"
 #include "kernels/cuda/step_launch.h"
+#include "kernels/cuda/stream_k.h"
 
 #include <cuda_fp8.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 namespace sparkserve::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 256;  // 8 warps; the dequantisation gives each thread one (tile, lane)
-constexpr int kTiles = kGemmTilesPerBlock;
+constexpr int kTiles = 8;  // weight tiles a block: 128 outputs
 constexpr int kFragBytes = kTiles * 4 * 32 * 16;  // A fragments of one stage: [tile][k16 slice][lane] 16 B
 
-// Everything a GEMM kernel reads, by value.
-struct GemmArgs {
-  const uint8_t* codes;   // NVFP4 packed codes / FP8 weight, repacked for decode
-  const uint8_t* scales;  // NVFP4 group scales (decode layout); unused for FP8
-  const __half* x;        // [rows, in]
-  int rows, out, in, tiles, stages_per_split;
-  float* dst;             // direct: y [rows, out]; else partials [num_splits, rows, out]
-  bool direct;            // scale the sums here (one split, kStore)
-  float scale;            // SplitSum's scale semantics (linear_epilogue_kernels.h)
-  const float* row_scales;
-  const float* row_divisors;
-};
-
-// ---- the two weight formats: staging one K stage of 8 tiles, and dequantising it ----
-
-// NVFP4: a stage is half of a 128-element decode step: words 2*half, 2*half+1 of every lane's 16
-// bytes (groups 4*half..4*half+3), and the matching 4 group scales of each row.
-struct Nvfp4Format {
-  static constexpr int kCodeBytes = kTiles * 512;  // [tile][h][lane] 8 bytes
-  static constexpr int kStageBytes = kCodeBytes + kTiles * 64;  // + scales [tile][q][h] 4 bytes
-
-  __device__ static void Stage(const GemmArgs& a, int tile0, int kt, uint8_t* dst, int tid) {
-    const int steps = a.in / kNvfp4Step, s = kt / 2, half = kt % 2;
-#pragma unroll
-    for (int j = 0; j < kTiles * 64 / kThreads; ++j) {
-      const int i = tid + j * kThreads, tile = i / 64, h = (i / 32) % 2, lane = i % 32;
-      const size_t block = static_cast<size_t>(min(tile0 + tile, a.tiles - 1)) * steps + s;
-      CpAsync8(dst + tile * 512 + h * 256 + lane * 8, a.codes + block * 1024 + h * 512 + lane * 16 + half * 8);
-    }
-    if (tid < kTiles * 16) {
-      const int tile = tid / 16, q = (tid / 2) % 8, h = tid % 2;
-      const size_t block = static_cast<size_t>(min(tile0 + tile, a.tiles - 1)) * steps + s;
-      CpAsync4(dst + kCodeBytes + tile * 64 + q * 8 + h * 4, a.scales + block * 128 + q * 16 + h * 8 + half * 4);
-    }
-  }
-
-  // Thread (tile = warp, lane): the A fragments of its rows q, q + 8 for the stage's 4 k16 slices.
-  // Each fp16 weight is e2m1 * 2^-14 * group scale: the exact product is a multiple of 2^-24 (e2m1
-  // a multiple of 0.5, e4m3 of 2^-9) below 6 * 448 * 2^-14, so fp16 holds it exactly (subnormals
-  // included) and the 2^-14 comes back in the epilogue's 16384 / global_scale.
-  __device__ static void Dequantise(const uint8_t* src, uint4* frag, int warp, int lane) {
-    const int q = lane / 4;
-    const uint2 c0 = *reinterpret_cast<const uint2*>(src + warp * 512 + lane * 8);        // row q
-    const uint2 c1 = *reinterpret_cast<const uint2*>(src + warp * 512 + 256 + lane * 8);  // row q + 8
-    const uint2 sc = *reinterpret_cast<const uint2*>(src + kCodeBytes + warp * 64 + q * 8);
-    uint4* f = frag + warp * 4 * 32 + lane;
-#pragma unroll
-    for (int w = 0; w < 2; ++w) {  // word w: pairs 0, 1 of group (slice) 2w, pairs 2, 3 of group 2w + 1
-      const uint32_t u0 = w ? c0.y : c0.x, u1 = w ? c1.y : c1.x;
-      const uint32_t s0 = E4m3PairToHalf2Bits(sc.x >> (16 * w)), s1 = E4m3PairToHalf2Bits(sc.y >> (16 * w));
-      const uint32_t s0a = __byte_perm(s0, 0, 0x1010), s0b = __byte_perm(s0, 0, 0x3232);
-      const uint32_t s1a = __byte_perm(s1, 0, 0x1010), s1b = __byte_perm(s1, 0, 0x3232);
-      f[(2 * w) * 32] = make_uint4(MulHalf2(E2m1PairScaledDown<0>(u0), s0a), MulHalf2(E2m1PairScaledDown<0>(u1), s1a),
-                                   MulHalf2(E2m1PairScaledDown<1>(u0), s0a), MulHalf2(E2m1PairScaledDown<1>(u1), s1a));
-      f[(2 * w + 1) * 32] =
-          make_uint4(MulHalf2(E2m1PairScaledDown<2>(u0), s0b), MulHalf2(E2m1PairScaledDown<2>(u1), s1b),
-                     MulHalf2(E2m1PairScaledDown<3>(u0), s0b), MulHalf2(E2m1PairScaledDown<3>(u1), s1b));
-    }
-  }
-};
-
-// FP8: a stage is one 64-element decode step, 1024 bytes a tile, copied as is.
-struct Fp8Format {
-  static constexpr int kStageBytes = kTiles * 1024;
-
-  __device__ static void Stage(const GemmArgs& a, int tile0, int kt, uint8_t* dst, int tid) {
-    const int steps = a.in / kFp8Step;
-#pragma unroll
-    for (int j = 0; j < kTiles * 64 / kThreads; ++j) {
-      const int i = tid + j * kThreads, tile = i / 64, chunk = i % 64;
-      const size_t block = static_cast<size_t>(min(tile0 + tile, a.tiles - 1)) * steps + kt;
-      CpAsync16(dst + tile * 1024 + chunk * 16, a.codes + block * 1024 + chunk * 16);
-    }
-  }
-
-  // Word g of a lane's 16 bytes holds k16 slice g: bytes = elements 4t..4t+3 (exact in fp16).
-  __device__ static void Dequantise(const uint8_t* src, uint4* frag, int warp, int lane) {
-    const uint4 c0 = *reinterpret_cast<const uint4*>(src + warp * 1024 + lane * 16);        // row q
-    const uint4 c1 = *reinterpret_cast<const uint4*>(src + warp * 1024 + 512 + lane * 16);  // row q + 8
-    const uint32_t w0[4] = {c0.x, c0.y, c0.z, c0.w}, w1[4] = {c1.x, c1.y, c1.z, c1.w};
-    uint4* f = frag + warp * 4 * 32 + lane;
-#pragma unroll
-    for (int g = 0; g < 4; ++g) {
-      f[g * 32] = make_uint4(E4m3PairToHalf2Bits(w0[g]), E4m3PairToHalf2Bits(w1[g]), E4m3PairToHalf2Bits(w0[g] >> 16),
-                             E4m3PairToHalf2Bits(w1[g] >> 16));
-    }
-  }
-};
+using Nvfp4 = Nvfp4Format<kTiles, kThreads>;
+using Fp8 = Fp8Format<kTiles, kThreads>;
 
 // Warp arrangement for block_rows BN: every warp computes kMT 16-row tiles x 32 activation rows.
 template <int BN>
@@ -230,24 +145,17 @@ __global__ void __launch_bounds__(kThreads, 2) GemmLinearKernel(const GemmArgs a
   }
 
   // acc[mi][ni] = (output m, activation row n): c0 (m, n), c1 (m, n + 1), c2 (m + 8, n), c3 (m + 8, n + 1).
-  float* dst = a.dst + (a.direct ? size_t{0} : static_cast<size_t>(blockIdx.z) * a.rows * a.out);
-  auto store = [&](float v, int n, int m) {
-    if (n >= a.rows || m >= a.out) return;
-    if (a.direct) {
-      v *= a.row_divisors ? a.scale / a.row_divisors[m] : (a.row_scales ? a.row_scales[m] : a.scale);
-    }
-    dst[static_cast<size_t>(n) * a.out + m] = v;
-  };
+  const int split = static_cast<int>(blockIdx.z);
 #pragma unroll
   for (int mi = 0; mi < Shape::kMT; ++mi) {
     const int m = (tile0 + warp_m * Shape::kMT + mi) * 16 + q;
 #pragma unroll
     for (int ni = 0; ni < Shape::kNT; ++ni) {
       const int n = n0 + warp_n * 32 + ni * 8 + 2 * t;
-      store(acc[mi][ni][0], n, m);
-      store(acc[mi][ni][1], n + 1, m);
-      store(acc[mi][ni][2], n, m + 8);
-      store(acc[mi][ni][3], n + 1, m + 8);
+      GemmStore(a, split, acc[mi][ni][0], n, m);
+      GemmStore(a, split, acc[mi][ni][1], n + 1, m);
+      GemmStore(a, split, acc[mi][ni][2], n, m + 8);
+      GemmStore(a, split, acc[mi][ni][3], n + 1, m + 8);
     }
   }
 }
@@ -256,35 +164,44 @@ template <typename Format, int BN>
 cudaError_t LaunchGemm(const GemmArgs& a, const GemmPlan& p, cudaStream_t stream) {
   constexpr size_t smem = GemmSharedBytes<Format, BN>();
   static_assert(smem <= 99 * 1024, "fits the 99 KB a block may use on sm_120/121");
-  auto* kernel = GemmLinearKernel<Format, BN>;
-  // The shared-memory opt-in, once per device (devices 0..63 remembered; others set it every call).
-  static std::atomic<uint64_t> allowed{0};
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
+  const cudaError_t err = AllowDynamicSharedMemory<GemmLinearKernel<Format, BN>>(static_cast<int>(smem));
   if (err != cudaSuccess) return err;
-  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit == 0 || (allowed.load(std::memory_order_acquire) & bit) == 0) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (err != cudaSuccess) return err;
-    allowed.fetch_or(bit, std::memory_order_acq_rel);
-  }
   const dim3 grid(static_cast<unsigned>(p.m_blocks), static_cast<unsigned>(p.n_blocks),
                   static_cast<unsigned>(p.num_splits));
-  return LaunchStepKernel(kernel, grid, dim3(kThreads), smem, stream, a);
+  return LaunchStepKernel(GemmLinearKernel<Format, BN>, grid, dim3(kThreads), smem, stream, a);
 }
 
 template <typename Format>
-cudaError_t LaunchGemmThenEpilogue(GemmArgs a, int rows, float* y, float* workspace, const DecodeEpilogue& e,
-                                   cudaStream_t stream) {
-  const GemmPlan p = PlanGemm(rows, a.out, a.in);
-  a.stages_per_split = p.stages_per_split;
-  a.direct = GemmWritesDirectly(p, e);
-  a.dst = a.direct ? y : workspace;
-  cudaError_t err = cudaSuccess;
+cudaError_t LaunchMma(const GemmArgs& a, const GemmPlan& p, cudaStream_t stream) {
   switch (p.block_rows) {
-    case 32: err = LaunchGemm<Format, 32>(a, p, stream); break;
-    case 64: err = LaunchGemm<Format, 64>(a, p, stream); break;
-    default: err = LaunchGemm<Format, 128>(a, p, stream); break;
+    case 32: return LaunchGemm<Format, 32>(a, p, stream);
+    case 64: return LaunchGemm<Format, 64>(a, p, stream);
+    default: return LaunchGemm<Format, 128>(a, p, stream);
+  }
+}
+
+template <typename MmaFormat>
+cudaError_t LaunchGemmThenEpilogue(GemmArgs a, int rows, float* y, float* workspace, const DecodeEpilogue& e,
+                                   GemmKernel kernel, cudaStream_t stream) {
+  const GemmPlan p = PlanGemm(rows, a.out, a.in, kernel);
+  a.stages_per_split = p.stages_per_split;
+  a.direct = GemmWritesDirectly(p, e, a.out);
+  a.dst = a.direct ? y : workspace;
+  constexpr bool kNvfp4 = std::is_same_v<MmaFormat, Nvfp4>;
+  cudaError_t err = cudaSuccess;
+  if (p.kernel == GemmKernel::kWgmma) {
+    if (p.stream_k_blocks > 0) {
+      a.units = static_cast<int64_t>(p.m_blocks) * p.stages;
+      a.planes = p.num_splits;
+    }
+    if (GemmFusesSwiGlu(p, e, a.out)) {  // the kernel writes silu(gate) * up itself: no partials
+      a.swiglu_out = e.x_out;
+      a.up_tile_offset = a.out / 2 / 16 - p.tiles_per_block / 2;
+    }
+    err = kNvfp4 ? LaunchNvfp4GemmWgmma(a, p, stream) : LaunchFp8GemmWgmma(a, p, stream);
+    if (a.swiglu_out != nullptr) return err;
+  } else {
+    err = LaunchMma<MmaFormat>(a, p, stream);
   }
   if (err != cudaSuccess || a.direct) return err;
   const SplitSum sum{workspace, p.num_splits, rows, a.out, a.scale, a.row_scales, a.row_divisors};
@@ -293,18 +210,57 @@ cudaError_t LaunchGemmThenEpilogue(GemmArgs a, int rows, float* y, float* worksp
 
 }  // namespace
 
-GemmPlan PlanGemm(int rows, int out, int in) {
+bool DeviceRunsWgmma() {
+#if defined(SPARKSERVE_CUDA_HAS_SM90A)
+  static const bool runs = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
+    return major == 9 && minor == 0;
+  }();
+  return runs;
+#else
+  return false;
+#endif
+}
+
+GemmKernel ResolveGemmKernel(GemmKernel kernel) {
+  if (kernel != GemmKernel::kAuto) return kernel;
+  return DeviceRunsWgmma() ? GemmKernel::kWgmma : GemmKernel::kMma;
+}
+
+GemmPlan PlanGemm(int rows, int out, int in, GemmKernel kernel) {
   GemmPlan p;
-  p.block_rows = rows <= 32 ? 32 : (rows <= 64 ? 64 : 128);
-  p.m_blocks = ((out + 15) / 16 + kTiles - 1) / kTiles;
+  p.kernel = ResolveGemmKernel(kernel);
+  int blocks_per_sm = 2;
+  if (p.kernel == GemmKernel::kWgmma) {
+    // 64 rows (batched decode): 128 outputs a block; else 256 outputs x 128 rows. One block a SM.
+    p.block_rows = rows <= 64 ? 64 : 128;
+    p.tiles_per_block = rows <= 64 ? 8 : 16;
+    blocks_per_sm = 1;
+  } else {
+    p.block_rows = rows <= 32 ? 32 : (rows <= 64 ? 64 : 128);
+    p.tiles_per_block = kTiles;
+  }
+  p.m_blocks = ((out + 15) / 16 + p.tiles_per_block - 1) / p.tiles_per_block;
   p.n_blocks = (rows + p.block_rows - 1) / p.block_rows;
   p.stages = in / kGemmStageK;
-  // Fewer blocks than two a SM (batched decode: one activation block) split K, each split keeping at
+  p.stream_k_blocks = 0;
+  if (p.kernel == GemmKernel::kWgmma && rows <= 64) {  // one resident wave of stream-K blocks
+    const int64_t units = static_cast<int64_t>(p.m_blocks) * p.stages;
+    p.stream_k_blocks = static_cast<int>(std::min<int64_t>(units, blocks_per_sm * int64_t{MultiprocessorCount()}));
+    p.num_splits = StreamKPlanes(p.m_blocks, p.stages, p.stream_k_blocks);
+    p.stages_per_split = p.stages;
+    p.few_blocks = true;
+    return p;
+  }
+  // Fewer blocks than a full wave (batched decode: one activation block) split K, each split keeping at
   // least 4 stages (256 elements). The split count minimises a bandwidth model: weight bytes (~0.75
   // a weight) plus the fp32 partials written and read (8 bytes a row and output a split), over the
   // fraction of the last wave of blocks that is filled.
   const int64_t blocks = static_cast<int64_t>(p.m_blocks) * p.n_blocks;
-  const int64_t slots = 2 * static_cast<int64_t>(MultiprocessorCount());
+  const int64_t slots = blocks_per_sm * static_cast<int64_t>(MultiprocessorCount());
   int splits = 1;
   p.few_blocks = blocks < slots;
   if (p.few_blocks) {
@@ -325,7 +281,7 @@ GemmPlan PlanGemm(int rows, int out, int in) {
 }
 
 cudaError_t LaunchNvfp4Gemm(const Nvfp4LinearDevice& w, const __half* x, int rows, float* y, float* workspace,
-                            const DecodeEpilogue& epilogue, cudaStream_t stream) {
+                            const DecodeEpilogue& epilogue, GemmKernel kernel, cudaStream_t stream) {
   GemmArgs a{};
   a.codes = w.packed;
   a.scales = w.scales;
@@ -336,11 +292,11 @@ cudaError_t LaunchNvfp4Gemm(const Nvfp4LinearDevice& w, const __half* x, int row
   a.tiles = (w.out + 15) / 16;
   a.scale = Nvfp4SumScale(w);
   a.row_divisors = w.row_global_scales;
-  return LaunchGemmThenEpilogue<Nvfp4Format>(a, rows, y, workspace, epilogue, stream);
+  return LaunchGemmThenEpilogue<Nvfp4>(a, rows, y, workspace, epilogue, kernel, stream);
 }
 
 cudaError_t LaunchFp8Gemm(const Fp8LinearDevice& w, const __half* x, int rows, float* y, float* workspace,
-                          const DecodeEpilogue& epilogue, cudaStream_t stream) {
+                          const DecodeEpilogue& epilogue, GemmKernel kernel, cudaStream_t stream) {
   GemmArgs a{};
   a.codes = w.weight;
   a.x = x;
@@ -350,7 +306,7 @@ cudaError_t LaunchFp8Gemm(const Fp8LinearDevice& w, const __half* x, int rows, f
   a.tiles = (w.out + 15) / 16;
   a.scale = 1.0f;
   a.row_scales = w.scales;
-  return LaunchGemmThenEpilogue<Fp8Format>(a, rows, y, workspace, epilogue, stream);
+  return LaunchGemmThenEpilogue<Fp8>(a, rows, y, workspace, epilogue, kernel, stream);
 }
 
 }  // namespace sparkserve::kernels::cuda

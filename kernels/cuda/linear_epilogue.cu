@@ -30,7 +30,7 @@ __global__ void SwiGluSplitsKernel(const SplitSum sum, __half* __restrict__ x_ou
   if (i >= static_cast<int64_t>(sum.rows) * f) return;
   const int r = static_cast<int>(i / f), o = static_cast<int>(i % f);
   const float g = sum(r, o), u = sum(r, o + f);
-  x_out[i] = ToHalfSaturated(g / (1.0f + __expf(-g)) * u);
+  x_out[i] = ToHalfSaturated(Silu(g) * u);
 }
 
 // kAddRmsNorm over a cluster of kNormCluster blocks per row (one block alone was ~8 us of serial

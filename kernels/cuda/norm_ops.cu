@@ -196,8 +196,7 @@ __global__ void GatherRowsKernel(const float* __restrict__ x, int dim, const int
 
 int RowCopyThreads(int units) { return std::clamp((units + 31) / 32 * 32, 32, 256); }
 
-// ---- SwiGLU ----
-__device__ __forceinline__ float Silu(float v) { return v / (1.0f + __expf(-v)); }
+// ---- SwiGLU (Silu: device_common.cuh) ----
 
 // out[r, c] = silu(gate[r * ld + c]) * up[r * ld + c] (f16). Block b covers row b / col_blocks,
 // columns (b % col_blocks) * blockDim.x * kFloats onwards. kVec: 4 columns a thread (cols % 4 ==

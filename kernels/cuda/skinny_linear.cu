@@ -25,7 +25,6 @@
 #include "kernels/cuda/step_launch.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -223,8 +222,8 @@ __global__ void __launch_bounds__(kThreads, SkinnyMinBlocksPerSm(NT)) SkinnyLine
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   const int S = a.stages;  // 2..F::kMaxStages
   const int64_t grid = gridDim.x, b = blockIdx.x;
-  const int64_t u0 = SkinnyUnitBegin(b, a.units, grid);
-  const int n = static_cast<int>(SkinnyUnitBegin(b + 1, a.units, grid) - u0);  // >= 1: grid <= units
+  const int64_t u0 = StreamKUnitBegin(b, a.units, grid);
+  const int n = static_cast<int>(StreamKUnitBegin(b + 1, a.units, grid) - u0);  // >= 1: grid <= units
   auto slot_base = [&](int slot) { return smem + static_cast<size_t>(slot) * kStageBytes; };
   auto stage_weights = [&](int i, int slot) {  // unit u0 + i
     const int64_t u = u0 + i;
@@ -270,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, SkinnyMinBlocksPerSm(NT)) SkinnyLine
     const bool col_end = u % a.steps == a.steps - 1;
     if (col_end || i == n - 1) {  // this block's piece of column block c is complete
       const int64_t c = u / a.steps;
-      const int piece = static_cast<int>(b - SkinnyBlockOfUnit(c * a.steps, a.units, grid));
+      const int piece = static_cast<int>(b - StreamKBlockOfUnit(c * a.steps, a.units, grid));
       const int tile = static_cast<int>(c) * kSkinnyBlockTiles + warp * kMt;
       StorePlane<NT>(acc, a, piece, tile, lane, false);
       if (col_end) {  // the column block's last piece: the planes no piece reaches hold zeros
@@ -288,19 +287,10 @@ __global__ void __launch_bounds__(kThreads, SkinnyMinBlocksPerSm(NT)) SkinnyLine
 
 template <typename F, int NT>
 cudaError_t LaunchKernel(const SkinnyArgs& a, const SkinnyPlan& p, cudaStream_t stream) {
-  auto* kernel = SkinnyLinearKernel<F, NT>;
-  // The shared-memory opt-in (the device's whole per-block limit, so every plan fits), once per
-  // device (devices 0..63 remembered; others set it every call).
-  static std::atomic<uint64_t> allowed{0};
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
+  constexpr auto kernel = SkinnyLinearKernel<F, NT>;
+  // The device's whole per-block limit, so every plan fits.
+  const cudaError_t err = AllowDynamicSharedMemory<kernel>(DeviceSharedMemory().per_block);
   if (err != cudaSuccess) return err;
-  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit == 0 || (allowed.load(std::memory_order_acquire) & bit) == 0) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DeviceSharedMemory().per_block);
-    if (err != cudaSuccess) return err;
-    allowed.fetch_or(bit, std::memory_order_acq_rel);
-  }
   return LaunchStepKernel(kernel, dim3(static_cast<unsigned>(p.grid)), dim3(kThreads), p.smem, stream, a);
 }
 
@@ -355,12 +345,7 @@ SkinnyPlan PlanSkinny(bool nvfp4, int rows, int out, int in) {
   p.smem = static_cast<size_t>(p.stages) * p.stage_bytes;
   p.grid = static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(MultiprocessorCount()) * p.blocks_per_sm, 1,
                                                 std::max<int64_t>(p.units, 1)));
-  p.planes = 1;
-  for (int64_t c = 0; c < p.col_blocks && p.steps > 0; ++c) {
-    const int64_t first = SkinnyBlockOfUnit(c * p.steps, p.units, p.grid);
-    const int64_t last = SkinnyBlockOfUnit(c * p.steps + p.steps - 1, p.units, p.grid);
-    p.planes = std::max(p.planes, static_cast<int>(last - first + 1));
-  }
+  p.planes = StreamKPlanes(p.col_blocks, p.steps, p.grid);
   return p;
 }
 

@@ -1,14 +1,8 @@
 // Internal to kernels/cuda: the skinny-linear launchers (skinny_linear.cu) and the work plan they
 // share with the host code (skinny_linear.cc) and the tests. No absl/fmt here: nvcc compiles this.
 //
-// Work split ("stream-K"): the weight is cut into column blocks of kSkinnyBlockTiles 16-row tiles
-// (256 outputs) and each column block into K steps (the decode layout's: 128 elements NVFP4, 64
-// FP8); the units (column block, step), column block major, are dealt to `grid` blocks in equal
-// contiguous ranges (one wave: every block resident at once). A block walks its range, keeping
-// fp32 accumulators; where a column block ends (or its range does) it writes them as piece p of
-// that column block into partial plane p, p = block - (the block holding the column block's first
-// unit). The block holding a column block's last unit also zeroes the planes past its own piece, so
-// every plane of every output is written exactly once and SplitSum can add `planes` planes.
+// Work split: stream-K (stream_k.h) over column blocks of kSkinnyBlockTiles 16-row tiles (256
+// outputs) and the decode layout's K steps (128 elements NVFP4, 64 FP8).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
@@ -19,6 +13,7 @@
 #include "kernels/cuda/decode_linear.h"
 #include "kernels/cuda/decode_linear_kernels.h"  // kNvfp4Step, kFp8Step
 #include "kernels/cuda/skinny_linear.h"
+#include "kernels/cuda/stream_k.h"
 
 namespace sparkserve::kernels::cuda {
 
@@ -30,21 +25,6 @@ inline constexpr int kSkinnyBlockTiles = kSkinnyWarps * kSkinnyWarpTiles;  // 16
 // up to 4 n-tiles (32 accumulators a thread) two, so 16 warps a SM hide the weight stream's
 // latency; past that one (64 accumulators, and the mma rather than the stream sets the pace).
 constexpr int SkinnyMinBlocksPerSm(int n_tiles) { return n_tiles <= 4 ? 2 : 1; }
-
-#ifdef __CUDACC__
-#define SPARKSERVE_SKINNY_HD __host__ __device__
-#else
-#define SPARKSERVE_SKINNY_HD
-#endif
-
-// First unit of block b (block b owns [SkinnyUnitBegin(b), SkinnyUnitBegin(b + 1))).
-SPARKSERVE_SKINNY_HD inline int64_t SkinnyUnitBegin(int64_t b, int64_t units, int64_t grid) {
-  return b * units / grid;
-}
-// The block whose range holds unit u (the largest b with SkinnyUnitBegin(b) <= u).
-SPARKSERVE_SKINNY_HD inline int64_t SkinnyBlockOfUnit(int64_t u, int64_t units, int64_t grid) {
-  return ((u + 1) * grid - 1) / units;
-}
 
 struct SkinnyPlan {
   int n_tiles;          // 8-row activation tiles: ceil(rows / 8), 1..8

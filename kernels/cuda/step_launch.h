@@ -6,6 +6,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
 #include <utility>
 
 namespace sparkserve::kernels::cuda {
@@ -49,6 +51,21 @@ template <typename... Params, typename... Args>
 cudaError_t LaunchStepKernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                              Args&&... args) {
   return LaunchStepKernelInClusters(kernel, grid, block, smem, stream, 0u, std::forward<Args>(args)...);
+}
+
+// Lets `kernel` use `bytes` of dynamic shared memory (past 48 KB it must opt in), set once per device
+// (devices 0..63 remembered; others set it every call). One static per kernel instantiation.
+template <auto kernel>
+cudaError_t AllowDynamicSharedMemory(int bytes) {
+  static std::atomic<uint64_t> allowed{0};
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit != 0 && (allowed.load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (err == cudaSuccess) allowed.fetch_or(bit, std::memory_order_acq_rel);
+  return err;
 }
 
 }  // namespace sparkserve::kernels::cuda

@@ -179,15 +179,18 @@ absl::StatusOr<CudaLinear> CudaLinear::UploadFused(std::span<const quant::Quanti
 namespace {
 
 // Between the decode GEMV and the GEMM: the skinny kernel (one weight pass, mma per 8 rows) up to 32
-// rows, and up to 64 rows except on very wide outputs. Measured on the H200 (bench/RESULTS.md,
-// session 4): 18432x2560 NVFP4 at 16 rows 18.2 us skinny vs 31.6 GEMM, at 64 rows 36.9 vs 45.9; the
-// 248k-output FP8 lm_head at 64 rows 479 us skinny vs 364 GEMM (its many K pieces' partial sums).
+// rows; past 32 rows the GEMM where it runs wgmma (sm_90a), else the skinny kernel up to 64 rows
+// except on very wide outputs. Measured on the H200 (bench/RESULTS.md): at 64 rows, wgmma vs skinny,
+// 2560x9216 NVFP4 17.1 vs 20.6 us, 12288x2560 FP8 22.2 vs 28.8, 8192x2560 NVFP4 16.7 vs 19.4,
+// 18432x2560 NVFP4 37.6 vs 36.7, a quarter of the FP8 lm_head 63 vs 120 (session 5); at 32 rows the
+// skinny kernel wins (18432x2560 NVFP4 23.7 us; the GEMM computes 64 rows whatever). Without wgmma,
+// the 248k-output FP8 lm_head at 64 rows: 479 us skinny vs 364 on the mma.sync GEMM (session 4).
 constexpr int kSkinnyAlwaysRows = 32;
 constexpr int kSkinnyMaxOutPast32Rows = 32768;
 
 bool TakesSkinny(int rows, int out) {
-  return rows > kc::kMaxDecodeRows && rows <= kc::kMaxSkinnyRows &&
-         (rows <= kSkinnyAlwaysRows || out <= kSkinnyMaxOutPast32Rows);
+  if (rows <= kc::kMaxDecodeRows || rows > kc::kMaxSkinnyRows) return false;
+  return rows <= kSkinnyAlwaysRows || (!kc::DeviceRunsWgmma() && out <= kSkinnyMaxOutPast32Rows);
 }
 
 }  // namespace

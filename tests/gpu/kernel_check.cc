@@ -254,10 +254,12 @@ int main(int argc, char** argv) {
   CheckNvfp4(40, 384, rng, false);  // a partial last tile
   CheckFp8(48, 192, rng, false);
   CheckFp8(24, 64, rng, false);
-  CheckGemm(true, 200, 1024, rng, {9, 100});  // K splits, a partial weight block
-  CheckGemm(false, 40, 192, rng, {33});
-  CheckGemm(true, 200, 1024, rng, {9, 33, 64}, /*skinny=*/true);  // stream-K pieces of one column block
-  CheckGemm(false, 4200, 640, rng, {16, 64}, /*skinny=*/true);    // ranges straddling column blocks
+  for (const ManyRowKernel k : {ManyRowKernel::kGemm, ManyRowKernel::kGemmMma}) {
+    CheckGemm(true, 200, 1024, rng, {9, 100, 300}, k);  // K splits, a partial weight block
+    CheckGemm(false, 40, 192, rng, {33, 65}, k);
+  }
+  CheckGemm(true, 200, 1024, rng, {9, 33, 64}, ManyRowKernel::kSkinny);  // stream-K pieces of one column block
+  CheckGemm(false, 4200, 640, rng, {16, 64}, ManyRowKernel::kSkinny);    // ranges straddling column blocks
   for (const bool fp8 : {false, true}) TimeAttentionDecode(5, 777, fp8, rng, false);
   if (!quick) {
     CheckNvfp4(2560, 2560, rng, true);   // attention o_proj-like (in 4096 on the 4B) / square
@@ -270,19 +272,25 @@ int main(int argc, char** argv) {
     for (int seqs : {1, 8, 64}) CheckGdnDecode(seqs, rng);  // GDN decode of one 4B layer: decode vs sequential
     CheckGdnPrefill(4096, rng);             // GDN prefill of one 4B layer: chunked vs sequential
     CheckGdnPrefill(512, rng);
-    // Batched decode (16, 64 rows: weight GB/s) and prefill (256, 4096 rows: TFLOP/s) on the GEMM.
-    CheckGemm(true, 18432, 2560, rng, {16, 64, 256, 4096});   // MLP gate + up
-    CheckGemm(false, 18432, 2560, rng, {16, 64, 256, 4096});
-    CheckGemm(true, 2560, 9216, rng, {64, 4096});             // MLP down
-    CheckGemm(false, 12288, 2560, rng, {64, 4096});           // GDN in_proj_qkvz
+    // Batched decode (16, 64 rows: weight GB/s) and prefill (256, 4096 rows: TFLOP/s) on the GEMM
+    // the device picks, and (sm_90a) on the mma.sync kernel beside it.
+    for (const ManyRowKernel k : {ManyRowKernel::kGemm, ManyRowKernel::kGemmMma}) {
+      if (k == ManyRowKernel::kGemmMma && !sk::DeviceRunsWgmma()) continue;  // kGemm ran it already
+      CheckGemm(true, 18432, 2560, rng, {16, 64, 256, 4096}, k);  // MLP gate + up
+      CheckGemm(false, 18432, 2560, rng, {64, 4096}, k);
+      CheckGemm(true, 2560, 9216, rng, {64, 4096}, k);  // MLP down
+      CheckGemm(false, 12288, 2560, rng, {64, 4096}, k);  // GDN in_proj_qkvz
+      CheckGemm(true, 8192, 2560, rng, {64, 4096}, k);  // q_proj with gate
+      CheckGemm(false, 248320 / 4, 2560, rng, {64}, k);  // a quarter of the lm_head
+    }
     // Batched decode on the skinny kernel (what CudaLinear runs for 9..64 rows), beside the GEMM lines.
-    CheckGemm(true, 18432, 2560, rng, {16, 32, 64}, /*skinny=*/true);
-    CheckGemm(false, 18432, 2560, rng, {16, 32, 64}, /*skinny=*/true);
-    CheckGemm(true, 2560, 9216, rng, {16, 32, 64}, /*skinny=*/true);
-    CheckGemm(true, 8192, 2560, rng, {64}, /*skinny=*/true);  // q_proj with gate
-    CheckGemm(false, 12288, 2560, rng, {16, 32, 64}, /*skinny=*/true);
-    CheckGemm(false, 2560, 4096, rng, {64}, /*skinny=*/true);
-    CheckGemm(false, 248320 / 4, 2560, rng, {64}, /*skinny=*/true);  // a quarter of the lm_head
+    CheckGemm(true, 18432, 2560, rng, {16, 32, 64}, ManyRowKernel::kSkinny);
+    CheckGemm(false, 18432, 2560, rng, {16, 32, 64}, ManyRowKernel::kSkinny);
+    CheckGemm(true, 2560, 9216, rng, {16, 32, 64}, ManyRowKernel::kSkinny);
+    CheckGemm(true, 8192, 2560, rng, {64}, ManyRowKernel::kSkinny);  // q_proj with gate
+    CheckGemm(false, 12288, 2560, rng, {16, 32, 64}, ManyRowKernel::kSkinny);
+    CheckGemm(false, 2560, 4096, rng, {64}, ManyRowKernel::kSkinny);
+    CheckGemm(false, 248320 / 4, 2560, rng, {64}, ManyRowKernel::kSkinny);  // a quarter of the lm_head
     for (const bool fp8 : {false, true}) {  // attention decode of one 4B layer: 1 x 8K, 8 x 8K, 64 x 1K
       TimeAttentionDecode(1, 8192, fp8, rng, true);
       TimeAttentionDecode(8, 8192, fp8, rng, true);

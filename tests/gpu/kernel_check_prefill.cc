@@ -9,8 +9,13 @@ namespace kernel_check {
 // reference of 4096 rows would take minutes), then timed: TFLOP/s at prefill row counts, weight
 // GB/s against the copy bandwidth at batched-decode row counts (weights rotated past the L2).
 // A failed call is a reported failure, not an exit.
-void CheckGemm(bool nvfp4, int out, int in, std::mt19937& rng, const std::vector<int>& rows_list, bool skinny) {
-  const std::string kind = std::string(nvfp4 ? "nvfp4" : "fp8") + (skinny ? " skinny" : " gemm");
+void CheckGemm(bool nvfp4, int out, int in, std::mt19937& rng, const std::vector<int>& rows_list,
+               ManyRowKernel kernel) {
+  const bool skinny = kernel == ManyRowKernel::kSkinny;
+  const sk::GemmKernel gemm = kernel == ManyRowKernel::kGemmMma ? sk::GemmKernel::kMma : sk::GemmKernel::kAuto;
+  const char* kernel_name =
+      skinny ? " skinny" : (sk::ResolveGemmKernel(gemm) == sk::GemmKernel::kWgmma ? " wgmma" : " mma");
+  const std::string kind = std::string(nvfp4 ? "nvfp4" : "fp8") + kernel_name;
   std::vector<double> dequant;
   std::vector<uint8_t> codes, group_scales;  // decode layouts
   std::vector<float> channel_scales;
@@ -39,10 +44,10 @@ void CheckGemm(bool nvfp4, int out, int in, std::mt19937& rng, const std::vector
   auto run = [&](int copy, const __half* x, int rows, float* y, void* ws, cudaStream_t st) {
     if (nvfp4) {
       const sk::Nvfp4LinearDevice w{d_codes[copy], d_group[copy], global_scale, out, in};
-      return skinny ? sk::Nvfp4SkinnyLinear(w, x, rows, y, ws, st) : sk::Nvfp4GemmLinear(w, x, rows, y, ws, st);
+      return skinny ? sk::Nvfp4SkinnyLinear(w, x, rows, y, ws, st) : sk::Nvfp4GemmLinear(w, x, rows, y, ws, st, {}, gemm);
     }
     const sk::Fp8LinearDevice w{d_codes[copy], d_channel, out, in};
-    return skinny ? sk::Fp8SkinnyLinear(w, x, rows, y, ws, st) : sk::Fp8GemmLinear(w, x, rows, y, ws, st);
+    return skinny ? sk::Fp8SkinnyLinear(w, x, rows, y, ws, st) : sk::Fp8GemmLinear(w, x, rows, y, ws, st, {}, gemm);
   };
   const int max_rows = *std::max_element(rows_list.begin(), rows_list.end());
   void* ws = nullptr;

@@ -215,8 +215,11 @@ inline int RotationCopies(size_t bytes) {
 }
 
 // kernel_check_prefill.cc: the many-row GEMM, GDN prefill and W4A4 paths (checks + timings).
-// skinny: the skinny kernel (skinny_linear.h, rows <= 64) instead of the GEMM, on the same checks.
-void CheckGemm(bool nvfp4, int out, int in, std::mt19937& rng, const std::vector<int>& rows_list, bool skinny = false);
+// Which many-row kernel CheckGemm runs: the GEMM the device picks (wgmma on sm_90a), the GEMM's
+// mma.sync kernel forced, or the skinny kernel (skinny_linear.h, rows <= 64), on the same checks.
+enum class ManyRowKernel { kGemm, kGemmMma, kSkinny };
+void CheckGemm(bool nvfp4, int out, int in, std::mt19937& rng, const std::vector<int>& rows_list,
+               ManyRowKernel kernel = ManyRowKernel::kGemm);
 void CheckGdnPrefill(int T, std::mt19937& rng);
 void TimeActivationQuant(int rows, int in, std::mt19937& rng);
 void TimeW4A4(int rows, int out, int in, std::mt19937& rng);

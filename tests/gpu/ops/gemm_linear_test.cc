@@ -1,4 +1,5 @@
-// GPU GEMM linear (kernels/cuda/gemm_linear.h) against a CPU reference in double on the exact
+// GPU GEMM linear (kernels/cuda/gemm_linear.h; on sm_90a both the wgmma and the mma.sync kernel)
+// against a CPU reference in double on the exact
 // dequantised weights (quant/e2m1.h, e4m3.h codecs) and the f16-rounded activations: NVFP4 (with
 // per-row divisors of a fused gate|up) and per-channel FP8, rows 1..2048 (one- and multi-split
 // plans, partial activation and weight blocks), the 4B's shapes and small odd ones, all three
@@ -18,57 +19,76 @@ namespace {
 
 using namespace linear_test;  // NOLINT(google-build-using-namespace): the shared checks
 
-constexpr LinearPath kPath = LinearPath::kGemm;
+// Both GEMM kernels where the device runs both (sm_90a: wgmma by default, mma.sync forced).
+std::vector<LinearPath> GemmPaths() {
+  if (kc::DeviceRunsWgmma()) return {LinearPath::kGemm, LinearPath::kGemmMma};
+  return {LinearPath::kGemm};
+}
 const std::vector<int> kRows = {1, 9, 16, 33, 64, 65, 100, 257, 2048};
 
 TEST(GemmLinearTest, Nvfp4SmallOddShapes) {
   ASSERT_TRUE(HasCudaDevice()) << "no CUDA device: the GPU suite needs one";
   std::mt19937 rng(101);
-  CheckStore(kPath, MakeNvfp4({40}, 128, rng), kRows, 1);          // out not a multiple of 16, one K step
-  CheckStore(kPath, MakeNvfp4({120, 80}, 256, rng), kRows, 2);     // fused parts, per-row divisors
-  CheckStore(kPath, MakeNvfp4({24}, 1024, rng), {1, 9, 40, 300}, 3);  // K splits on a single weight block
-  CheckStore(kPath, MakeNvfp4({136}, 384, rng), {9, 129}, 4);       // a partial second weight block
+  for (const LinearPath path : GemmPaths()) {
+    CheckStore(path, MakeNvfp4({40}, 128, rng), kRows, 1);          // out not a multiple of 16, one K step
+    CheckStore(path, MakeNvfp4({120, 80}, 256, rng), kRows, 2);     // fused parts, per-row divisors
+    CheckStore(path, MakeNvfp4({24}, 1024, rng), {1, 9, 40, 300}, 3);  // K splits on a single weight block
+    CheckStore(path, MakeNvfp4({136}, 384, rng), {9, 129}, 4);       // a partial second weight block
+  }
 }
 
 TEST(GemmLinearTest, Fp8SmallOddShapes) {
   ASSERT_TRUE(HasCudaDevice());
   std::mt19937 rng(102);
-  CheckStore(kPath, MakeFp8(24, 64, rng), kRows, 5);
-  CheckStore(kPath, MakeFp8(40, 192, rng), kRows, 6);
-  CheckStore(kPath, MakeFp8(200, 1024, rng), {1, 9, 40, 300}, 7);
+  for (const LinearPath path : GemmPaths()) {
+    CheckStore(path, MakeFp8(24, 64, rng), kRows, 5);
+    CheckStore(path, MakeFp8(40, 192, rng), kRows, 6);
+    CheckStore(path, MakeFp8(200, 1024, rng), {1, 9, 40, 300}, 7);
+  }
 }
 
 TEST(GemmLinearTest, Nvfp4GateUpOf4B) {  // fused gate|up 2560 -> 2 x 9216, two global scales
   ASSERT_TRUE(HasCudaDevice());
   std::mt19937 rng(103);
-  CheckStore(kPath, MakeNvfp4({9216, 9216}, 2560, rng), kRows, 8);
+  for (const LinearPath path : GemmPaths()) {
+    CheckStore(path, MakeNvfp4({9216, 9216}, 2560, rng), kRows, 8);
+  }
 }
 
 TEST(GemmLinearTest, Nvfp4DownOf4B) {
   ASSERT_TRUE(HasCudaDevice());
   std::mt19937 rng(104);
-  CheckStore(kPath, MakeNvfp4({2560}, 9216, rng), kRows, 9);
+  for (const LinearPath path : GemmPaths()) {
+    CheckStore(path, MakeNvfp4({2560}, 9216, rng), kRows, 9);
+  }
 }
 
 TEST(GemmLinearTest, Fp8ShapesOf4B) {  // GDN in_proj_qkvz and out_proj
   ASSERT_TRUE(HasCudaDevice());
   std::mt19937 rng(105);
-  CheckStore(kPath, MakeFp8(12288, 2560, rng), kRows, 10);
-  CheckStore(kPath, MakeFp8(2560, 4096, rng), kRows, 11);
+  for (const LinearPath path : GemmPaths()) {
+    CheckStore(path, MakeFp8(12288, 2560, rng), kRows, 10);
+    CheckStore(path, MakeFp8(2560, 4096, rng), kRows, 11);
+  }
 }
 
 TEST(GemmLinearTest, SwiGluEpilogue) {
   ASSERT_TRUE(HasCudaDevice());
   std::mt19937 rng(106);
-  CheckSwiGlu(kPath, MakeNvfp4({9216, 9216}, 2560, rng), {9, 100, 2048}, 12);
-  CheckSwiGlu(kPath, MakeFp8(200, 256, rng), {9, 33, 257}, 13);  // F = 100: gate and up share a weight tile
+  for (const LinearPath path : GemmPaths()) {
+    CheckSwiGlu(path, MakeNvfp4({9216, 9216}, 2560, rng), {9, 100, 2048}, 12);
+    CheckSwiGlu(path, MakeFp8(200, 256, rng), {9, 33, 257}, 13);  // F = 100: gate and up share a weight tile
+    CheckSwiGlu(path, MakeFp8(512, 384, rng), {65, 300}, 16);     // F = 256: wgmma's fused SwiGLU, partial rows
+  }
 }
 
 TEST(GemmLinearTest, AddRmsNormEpilogue) {
   ASSERT_TRUE(HasCudaDevice());
   std::mt19937 rng(107);
-  CheckAddRmsNorm(kPath, MakeFp8(2560, 4096, rng), {9, 64, 257}, 14);  // GDN out_proj of the 4B
-  CheckAddRmsNorm(kPath, MakeNvfp4({200}, 256, rng), {9, 100}, 15);
+  for (const LinearPath path : GemmPaths()) {
+    CheckAddRmsNorm(path, MakeFp8(2560, 4096, rng), {9, 64, 257}, 14);  // GDN out_proj of the 4B
+    CheckAddRmsNorm(path, MakeNvfp4({200}, 256, rng), {9, 100}, 15);
+  }
 }
 
 TEST(GemmLinearTest, WorkspaceCoversEverySmallerCall) {
@@ -94,6 +114,7 @@ TEST(GemmLinearTest, RejectsBadArguments) {
   auto ws = DeviceBuffer<uint8_t>::Allocate(kc::GemmLinearWorkspaceBytes(40, 128, 16));
   ASSERT_TRUE(ws.ok());
   constexpr auto kBad = absl::StatusCode::kInvalidArgument;
+  constexpr LinearPath kPath = LinearPath::kGemm;
   auto code = [](const absl::Status& s) { return s.code(); };
   EXPECT_EQ(code(nv.Run(kPath, x.data(), 0, y.data(), ws->data())), kBad);
   EXPECT_EQ(code(f8.Run(kPath, x.data(), -2, y.data(), ws->data())), kBad);

@@ -35,14 +35,16 @@ inline constexpr double kF16Tol = 2e-3;
 
 
 // Which kernel family a check runs: the decode GEMV (1..8 rows), the skinny kernel (1..64), the
-// GEMM (any), or the one CudaLinear::Run would pick for the row count.
-enum class LinearPath { kDecode, kSkinny, kGemm, kByRows };
+// GEMM (any; the device's kernel: wgmma on sm_90a), the GEMM's mma.sync kernel forced, or the one
+// CudaLinear::Run would pick for the row count.
+enum class LinearPath { kDecode, kSkinny, kGemm, kGemmMma, kByRows };
 
 inline const char* PathName(LinearPath p) {
   switch (p) {
     case LinearPath::kDecode: return "decode";
     case LinearPath::kSkinny: return "skinny";
-    case LinearPath::kGemm: return "gemm";
+    case LinearPath::kGemm: return kc::DeviceRunsWgmma() ? "gemm-wgmma" : "gemm";
+    case LinearPath::kGemmMma: return "gemm-mma";
     default: return "by-rows";
   }
 }
@@ -76,8 +78,11 @@ struct TestLinear {
         return nvfp4 ? kc::Nvfp4DecodeLinear(nv, x, rows, y, ws, nullptr, e) : kc::Fp8DecodeLinear(f8, x, rows, y, ws, nullptr, e);
       case LinearPath::kSkinny:
         return nvfp4 ? kc::Nvfp4SkinnyLinear(nv, x, rows, y, ws, nullptr, e) : kc::Fp8SkinnyLinear(f8, x, rows, y, ws, nullptr, e);
-      default:
-        return nvfp4 ? kc::Nvfp4GemmLinear(nv, x, rows, y, ws, nullptr, e) : kc::Fp8GemmLinear(f8, x, rows, y, ws, nullptr, e);
+      default: {
+        const kc::GemmKernel k = path == LinearPath::kGemmMma ? kc::GemmKernel::kMma : kc::GemmKernel::kAuto;
+        return nvfp4 ? kc::Nvfp4GemmLinear(nv, x, rows, y, ws, nullptr, e, k)
+                     : kc::Fp8GemmLinear(f8, x, rows, y, ws, nullptr, e, k);
+      }
     }
   }
   // Scratch for every call of 1..rows rows on `path` (kByRows: all three).
@@ -89,7 +94,9 @@ struct TestLinear {
     if (path == LinearPath::kSkinny || path == LinearPath::kByRows) {
       b = std::max(b, kc::SkinnyLinearWorkspaceBytes(out, in, std::min(rows, kc::kMaxSkinnyRows)));
     }
-    if (path == LinearPath::kGemm || path == LinearPath::kByRows) b = std::max(b, kc::GemmLinearWorkspaceBytes(out, in, rows));
+    if (path == LinearPath::kGemm || path == LinearPath::kGemmMma || path == LinearPath::kByRows) {
+      b = std::max(b, kc::GemmLinearWorkspaceBytes(out, in, rows));
+    }
     return b;
   }
 };

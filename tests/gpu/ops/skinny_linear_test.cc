@@ -109,14 +109,14 @@ TEST(SkinnyLinearTest, PlanWritesEveryPlaneOnce) {
         ASSERT_EQ(p.smem, p.stages * p.stage_bytes) << what;
         std::vector<int> writes(static_cast<size_t>(p.col_blocks) * p.planes, 0);
         for (int64_t b = 0; b < p.grid; ++b) {
-          const int64_t u0 = kc::SkinnyUnitBegin(b, p.units, p.grid), u1 = kc::SkinnyUnitBegin(b + 1, p.units, p.grid);
+          const int64_t u0 = kc::StreamKUnitBegin(b, p.units, p.grid), u1 = kc::StreamKUnitBegin(b + 1, p.units, p.grid);
           ASSERT_LT(u0, u1) << what << " block " << b << " owns no unit";
           for (int64_t u = u0; u < u1; ++u) {  // as the kernel walks its range
-            ASSERT_EQ(kc::SkinnyBlockOfUnit(u, p.units, p.grid), b) << what << " unit " << u;
+            ASSERT_EQ(kc::StreamKBlockOfUnit(u, p.units, p.grid), b) << what << " unit " << u;
             const bool col_end = u % p.steps == p.steps - 1;
             if (!col_end && u != u1 - 1) continue;
             const int64_t c = u / p.steps;
-            const int64_t piece = b - kc::SkinnyBlockOfUnit(c * p.steps, p.units, p.grid);
+            const int64_t piece = b - kc::StreamKBlockOfUnit(c * p.steps, p.units, p.grid);
             ASSERT_GE(piece, 0) << what;
             ASSERT_LT(piece, p.planes) << what << " column block " << c;
             ++writes[c * p.planes + piece];

@@ -1,0 +1,275 @@
+// GEMM linear on sm_90a's warpgroup mma (wgmma), reading the decode kernels' tile-major weights
+// (decode_linear.h). A block is two warpgroups; each owns kHalves x 64 outputs (4 or 8 weight tiles)
+// x BN activation rows. Per 64-element K stage:
+//   1. cp.async stages the raw weight codes (+ NVFP4 group scales) and the fp16 activations in shared
+//      memory, S - 2 stages ahead; the activations land in wgmma's 128-byte-swizzled K-major layout;
+//   2. every thread dequantises its own A fragments (tile = its warp's, rows q, q + 8) for the 4 k16
+//      slices into registers, in natural K order (gemm_formats.cuh DequantiseNatural);
+//   3. each warpgroup issues 4 x kHalves wgmma m64nBNk16 (A from registers, B = the activations by
+//      descriptor) and, while they run, dequantises the next stage into its other register set.
+// One __syncthreads a stage: it publishes the next stage's copies and proves every warpgroup has
+// waited for the wgmma that read the buffer refilled next. Scales as gemm_linear.cu's kernel.
+#include "kernels/cuda/device_common.cuh"
+#include "kernels/cuda/gemm_formats.cuh"
+#include "kernels/cuda/gemm_linear_kernels.h"
+#include "kernels/cuda/step_launch.h"
+#include "kernels/cuda/stream_k.h"
+
+#include <cstdint>
+
+namespace sparkserve::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;  // two warpgroups; one block a SM
+
+// The two shapes: 256 outputs x 128 rows (prefill; 5 stages, S - 2 = 3 loading while one is
+// multiplied) and 128 outputs x 64 rows (batched decode, stream-K: the weight stream sets the pace,
+// so 10 stages keep ~8 x 4.6 KB of NVFP4 weights in flight a SM).
+template <int BN, int kHalves>
+struct WgmmaShape {
+  static_assert(BN == 64 || BN == 128, "wgmma n of the wrappers in ptx.cuh");
+  static constexpr int kTiles = 2 * 4 * kHalves;  // weight tiles a block: 8 or 16 (128 or 256 outputs)
+  static constexpr int kActBytes = BN * 128;      // [BN rows][64 f16], swizzled; a multiple of 1024
+  static constexpr int kAcc = BN / 2;             // f32 accumulators a thread for one m64 wgmma
+  static constexpr int kStages = BN == 64 ? 10 : 5;
+};
+
+template <typename Format, int BN, int kHalves>
+constexpr size_t WgmmaSharedBytes() {
+  using Shape = WgmmaShape<BN, kHalves>;
+  // + 1 KB to align the activation buffers to the 1024 bytes the 128-byte swizzle repeats over.
+  return 1024 + static_cast<size_t>(Shape::kStages) * (Shape::kActBytes + Format::kStageBytes);
+}
+
+// Fused SwiGLU store: warpgroup 1 (the up outputs) hands its sums to warpgroup 0 (the gate outputs of
+// the same rows and columns: thread k of each holds the same positions) through shared memory, laid
+// [accumulator][thread] so both sides are conflict-free; warpgroup 0 writes silu(gate) * up as f16.
+// `tile` is the thread's first gate tile; `scratch` the (drained) pipeline buffers.
+template <typename Shape, int kHalves>
+__device__ __forceinline__ void StoreSwiGlu(const GemmArgs& a, const float (&acc)[kHalves][Shape::kAcc], int tile,
+                                            int n0, uint8_t* scratch) {
+  static_assert(kHalves * Shape::kAcc * 128 * 4 <= Shape::kStages * Shape::kActBytes, "the up sums fit the buffers");
+  const int tid = static_cast<int>(threadIdx.x), k = tid % 128, lane = tid % 32, q = lane / 4, t = lane % 4;
+  float* up = reinterpret_cast<float*>(scratch);  // [kHalves * kAcc][128]
+  CpAsyncWait<0>();  // nothing still lands in the buffers (the trailing groups are empty)
+  __syncthreads();   // every warpgroup is past its last wgmma: the buffers are free
+  if (tid >= 128) {
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h)
+#pragma unroll
+      for (int j = 0; j < Shape::kAcc; ++j) up[(h * Shape::kAcc + j) * 128 + k] = acc[h][j];
+  }
+  __syncthreads();
+  if (tid >= 128) return;
+  const int f = a.out / 2;
+#pragma unroll
+  for (int h = 0; h < kHalves; ++h) {
+    const int m = (tile + 4 * h) * 16 + q;  // gate outputs m, m + 8; their up outputs f + m, f + m + 8
+    const float gate_scale[2] = {a.OutputScale(m), a.OutputScale(m + 8)};
+    const float up_scale[2] = {a.OutputScale(f + m), a.OutputScale(f + m + 8)};
+#pragma unroll
+    for (int j = 0; j < Shape::kAcc; ++j) {
+      const int c = j % 4, hi = c >= 2 ? 1 : 0, n = n0 + 8 * (j / 4) + 2 * t + (c & 1);
+      if (n >= a.rows) continue;
+      const float g = acc[h][j] * gate_scale[hi], u = up[(h * Shape::kAcc + j) * 128 + k] * up_scale[hi];
+      a.swiglu_out[static_cast<size_t>(n) * f + m + 8 * hi] = ToHalfSaturated(Silu(g) * u);
+    }
+  }
+}
+
+// Units are (column block of kTiles weight tiles, K stage) pairs, column block major. Split mode
+// (a.units == 0; grid (m_blocks, n_blocks, num_splits)): block (x, y, z) takes column block x's
+// stages of split z, activation rows y * BN... Stream-K mode (grid (blocks, 1, 1), rows <= BN):
+// block b takes its stream_k.h range. block: 256 threads; dynamic shared memory WgmmaSharedBytes.
+template <typename Format, int BN, int kHalves>
+__global__ void __launch_bounds__(kThreads, 1) GemmWgmmaKernel(const GemmArgs a) {
+#if defined(SPARKSERVE_HAS_WGMMA)
+  using Shape = WgmmaShape<BN, kHalves>;
+  constexpr int S = Shape::kStages;
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  uint8_t* act_s = smem_raw + ((1024 - (SharedAddress(smem_raw) & 1023)) & 1023);  // [S][BN][128 bytes]
+  uint8_t* raw_s = act_s + S * Shape::kActBytes;                                    // [S][Format::kStageBytes]
+
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const int group = warp / 4, warp_in_group = warp % 4, q = lane / 4, t = lane % 4;
+  const bool swiglu = kHalves == 2 && a.swiglu_out != nullptr;  // a block: 128 gate + the same 128 up outputs
+  const int col_tiles = swiglu ? Shape::kTiles / 2 : Shape::kTiles;  // tile0 of column block c: c * col_tiles
+  const int stages = a.in / kGemmStageK;
+  const int n0 = static_cast<int>(blockIdx.y) * BN;
+  int64_t u0;  // the block's units [u0, u0 + num), num >= 1 (PlanGemm)
+  int num;
+  if (kHalves == 1 && a.units > 0) {
+    u0 = StreamKUnitBegin(blockIdx.x, a.units, gridDim.x);
+    num = static_cast<int>(StreamKUnitBegin(blockIdx.x + 1, a.units, gridDim.x) - u0);
+  } else {
+    const int k_begin = static_cast<int>(blockIdx.z) * a.stages_per_split;
+    u0 = static_cast<int64_t>(blockIdx.x) * stages + k_begin;
+    num = min(stages, k_begin + a.stages_per_split) - k_begin;
+  }
+
+  // Each thread copies kChunks consecutive 16-byte chunks of one activation row a stage; rows past
+  // the end repeat the last row (their outputs are never stored).
+  constexpr int kChunks = BN * 8 / kThreads;
+  const int act_r = tid / (8 / kChunks), act_chunk = (tid % (8 / kChunks)) * kChunks;
+  const __half* act_src = a.x + static_cast<size_t>(min(n0 + act_r, a.rows - 1)) * a.in + act_chunk * 8;
+  auto stage_activations = [&](int i) {
+    uint8_t* dst = act_s + (i % S) * Shape::kActBytes + act_r * 128;
+    const int k0 = static_cast<int>((u0 + i) % stages) * kGemmStageK;
+#pragma unroll
+    for (int j = 0; j < kChunks; ++j) CpAsync16(dst + (((act_chunk + j) ^ (act_r & 7)) * 16), act_src + k0 + j * 8);
+  };
+  auto stage_weights = [&](int i) {
+    const int64_t u = u0 + i;
+    Format::Stage(a, static_cast<int>(u / stages) * col_tiles, static_cast<int>(u % stages),
+                  raw_s + (i % S) * Format::kStageBytes, tid);
+  };
+
+  // The first stages' weights (no earlier kernel writes them) load while the previous kernel drains.
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) {
+    if (i < num) stage_weights(i);
+  }
+  WaitForPriorGrids();
+  AllowNextGrid();
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) {  // group i: activations of stage i (group 0 also the weights above)
+    if (i < num) stage_activations(i);
+    CpAsyncCommit();
+  }
+
+  float acc[kHalves][Shape::kAcc];
+  auto clear = [&] {
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h)
+#pragma unroll
+      for (int j = 0; j < Shape::kAcc; ++j) acc[h][j] = 0.f;
+  };
+  clear();
+
+  // Half h of warpgroup g multiplies tiles g * 4 kHalves + 4h .. + 3; this warp's is + warp_in_group.
+  const int my_tile = group * 4 * kHalves + warp_in_group;
+  // acc[h][4j + c]: output row (tile * 16 + q (+ 8 for c >= 2)), activation row n0 + 8j + 2t (+ 1 for
+  // odd c). Plane `plane` of column block c gets the sums, or zeros.
+  auto store = [&](int c, int plane, bool zeros) {
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) {
+      const int m = (c * col_tiles + my_tile + 4 * h) * 16 + q;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const int n = n0 + 8 * j + 2 * t;
+        GemmStore(a, plane, zeros ? 0.f : acc[h][4 * j + 0], n, m);
+        GemmStore(a, plane, zeros ? 0.f : acc[h][4 * j + 1], n + 1, m);
+        GemmStore(a, plane, zeros ? 0.f : acc[h][4 * j + 2], n, m + 8);
+        GemmStore(a, plane, zeros ? 0.f : acc[h][4 * j + 3], n + 1, m + 8);
+      }
+    }
+  };
+  // After stage i: where a stream-K range leaves a column block (or ends), its piece is stored.
+  auto finish_piece = [&](int i) {
+    const int64_t u = u0 + i;
+    const bool col_end = u % stages == stages - 1;
+    if (!col_end && i != num - 1) return;
+    const int c = static_cast<int>(u / stages);
+    const int piece = static_cast<int>(blockIdx.x - StreamKBlockOfUnit(static_cast<int64_t>(c) * stages, a.units, gridDim.x));
+    store(c, piece, false);
+    if (col_end) {  // the column block's last piece: the planes no piece reaches hold zeros
+#pragma unroll 1
+      for (int p = piece + 1; p < a.planes; ++p) store(c, p, true);
+    }
+    clear();
+  };
+
+  using Fragments = uint32_t[kHalves][4][4];  // [half][k16 slice][a0..a3]
+  auto dequantise = [&](int i, Fragments& f) {
+    const uint8_t* src = raw_s + (i % S) * Format::kStageBytes;
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) Format::DequantiseNatural(src, my_tile + 4 * h, lane, f[h]);
+  };
+  auto multiply = [&](int i, const Fragments& f) {
+    const uint32_t act = SharedAddress(act_s + (i % S) * Shape::kActBytes);
+    WgmmaFence();
+#pragma unroll
+    for (int slice = 0; slice < 4; ++slice) {
+      const uint64_t b = WgmmaSwizzle128Descriptor(act + slice * 32);
+#pragma unroll
+      for (int h = 0; h < kHalves; ++h) {
+        if constexpr (BN == 128) {
+          WgmmaF16M64N128(acc[h], f[h][slice], b);
+        } else {
+          WgmmaF16M64N64(acc[h], f[h][slice], b);
+        }
+      }
+    }
+    WgmmaCommit();
+  };
+  // Stage i: its wgmma run while stage i + 1 is published and dequantised and stage i + S - 1 is
+  // requested into the buffer of stage i - 1 (free: every thread waited for its wgmma last stage).
+  auto step = [&](int i, const Fragments& cur, Fragments& next) {
+    multiply(i, cur);
+    if (i + 1 < num) {
+      CpAsyncWait<S - 3>();  // groups 0..i+1 landed (S - 1 + i committed): stage i + 1 is here
+      FenceProxyAsyncShared();
+      __syncthreads();
+      if (i + S - 1 < num) {
+        stage_weights(i + S - 1);
+        stage_activations(i + S - 1);
+      }
+      CpAsyncCommit();  // (possibly empty) group i + S - 1, so the count above stays exact
+      dequantise(i + 1, next);
+    }
+    WgmmaWait<0>();
+    if constexpr (kHalves == 1) {  // stream-K runs the 64-row shape only
+      if (a.units > 0) finish_piece(i);
+    }
+  };
+
+  Fragments f0, f1;
+  CpAsyncWait<S - 2>();  // group 0: stage 0
+  FenceProxyAsyncShared();
+  __syncthreads();
+  dequantise(0, f0);
+  for (int i = 0; i < num; i += 2) {  // two stages an iteration: the fragment sets swap by name
+    step(i, f0, f1);
+    if (i + 1 < num) step(i + 1, f1, f0);
+  }
+  if (kHalves == 1 && a.units > 0) return;  // stream-K: every piece is stored
+  const int c = static_cast<int>(u0 / stages);
+  if (swiglu) {
+    StoreSwiGlu<Shape>(a, acc, c * col_tiles + my_tile, n0, act_s);
+  } else {
+    store(c, static_cast<int>(blockIdx.z), false);
+  }
+#else
+  __trap();  // launched only where DeviceRunsWgmma()
+#endif
+}
+
+template <typename Format, int BN, int kHalves>
+cudaError_t LaunchWgmma(const GemmArgs& a, const GemmPlan& p, cudaStream_t stream) {
+  constexpr size_t smem = WgmmaSharedBytes<Format, BN, kHalves>();
+  static_assert(smem <= 227 * 1024, "fits the 227 KB a block may use on sm_90");
+  constexpr auto kernel = GemmWgmmaKernel<Format, BN, kHalves>;
+  const cudaError_t err = AllowDynamicSharedMemory<kernel>(static_cast<int>(smem));
+  if (err != cudaSuccess) return err;
+  const dim3 grid = p.stream_k_blocks > 0 ? dim3(static_cast<unsigned>(p.stream_k_blocks))
+                                          : dim3(static_cast<unsigned>(p.m_blocks), static_cast<unsigned>(p.n_blocks),
+                                                 static_cast<unsigned>(p.num_splits));
+  return LaunchStepKernel(kernel, grid, dim3(kThreads), smem, stream, a);
+}
+
+template <template <int, int> class Format>
+cudaError_t LaunchGemmWgmmaOf(const GemmArgs& a, const GemmPlan& p, cudaStream_t stream) {
+  if (p.block_rows == 64) return LaunchWgmma<Format<8, kThreads>, 64, 1>(a, p, stream);
+  return LaunchWgmma<Format<16, kThreads>, 128, 2>(a, p, stream);
+}
+
+}  // namespace
+
+cudaError_t LaunchNvfp4GemmWgmma(const GemmArgs& a, const GemmPlan& p, cudaStream_t stream) {
+  return LaunchGemmWgmmaOf<Nvfp4Format>(a, p, stream);
+}
+cudaError_t LaunchFp8GemmWgmma(const GemmArgs& a, const GemmPlan& p, cudaStream_t stream) {
+  return LaunchGemmWgmmaOf<Fp8Format>(a, p, stream);
+}
+
+}  // namespace sparkserve::kernels::cuda
