@@ -125,8 +125,8 @@ inline constexpr int kGdnSmallSharedMemory = 101376;  // sm_120 / sm_121: 99 KB 
 struct GdnChunkStaging {
   int piece_k, piece_t, ring;
 };
-constexpr GdnChunkStaging kGdnLargeStaging{0, kGdnChunkTokens, 3};
-constexpr GdnChunkStaging kGdnSmallStaging{32, 16, 4};
+inline constexpr GdnChunkStaging kGdnLargeStaging{0, kGdnChunkTokens, 3};
+inline constexpr GdnChunkStaging kGdnSmallStaging{32, 16, 4};
 constexpr GdnChunkStaging GdnStagingOf(GdnChunkedVariant v) {
   return v == GdnChunkedVariant::kLarge ? kGdnLargeStaging : kGdnSmallStaging;
 }

@@ -408,7 +408,7 @@ TEST(GatedDeltaNetPrefillTest, SmallVariantEqualsLarge) {
     const char* label;
   };
   const Case cases[] = {
-      {{k4B, 4, 1, 0, 0, {{700, 50, 2, false}, {1, 9, 0, false}, {130, 0, 3, false}}}, 760, "4B, 700 / 1 / 130"},
+      {{k4B, 4, 1, 0, 0, {{200, 50, 2, false}, {1, 9, 0, false}, {130, 0, 3, false}}}, 760, "4B, 200 / 1 / 130"},
       {{{1, 2, 48, 40}, 4, 1, 3, 5, {{300, 0, 1, false}, {17, 4, 3, false}, {65, 64, 0, false}}}, 761, "dk 48 dv 40"},
       {{{3, 3, 24, 16}, 3, 1, 1, 0, {{129, 7, 2, false}, {64, 0, 0, false}}}, 762, "dk 24 dv 16 (4-byte loads)"},
   };
