@@ -4,6 +4,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <optional>
 
 #include "core/status.h"
 #include "fmt/format.h"
@@ -56,7 +57,7 @@ absl::Status CausalConv1dSilu(const float* x, int x_stride, int channels, const 
 size_t GdnWorkspaceBytes(const GdnShape& shape, int max_step_tokens, int max_seqs) {
   if (shape.nk < 1 || shape.nv < 1 || shape.dk < 1 || shape.dk > kGdnChunkedMaxDk || shape.dv < 4 ||
       shape.dv > kGdnMaxDv || shape.dv % 4 != 0 || max_step_tokens < 0 || max_seqs < 1 ||
-      !GdnChunkedFitsDevice(shape.dk, shape.dv)) {
+      !GdnChunkedVariantFor(shape.dk, shape.dv).has_value()) {
     return 0;
   }
   return GdnChunkWorkspaceBytes(shape, max_step_tokens, max_seqs);
@@ -115,7 +116,8 @@ absl::Status GatedDeltaNetWith(GdnKernel kernel, const GdnInput& in, const GdnSh
     return absl::InvalidArgumentError(fmt::format("{}: state and column_state must be 16-byte aligned", kOp));
   }
   if (!Aligned(out, 8)) return absl::InvalidArgumentError(fmt::format("{}: out must be 8-byte aligned", kOp));
-  const bool forced_chunked = kernel == GdnKernel::kChunked || kernel == GdnKernel::kChunkedSimt;
+  const bool forced_chunked =
+      kernel == GdnKernel::kChunked || kernel == GdnKernel::kChunkedSimt || kernel == GdnKernel::kChunkedSmall;
   if (forced_chunked && (column_state != nullptr || dk > kGdnChunkedMaxDk)) {
     return absl::InvalidArgumentError(
         fmt::format("{}: the chunked kernel needs column_state == nullptr and dk <= {} (dk {})", kOp,
@@ -126,10 +128,17 @@ absl::Status GatedDeltaNetWith(GdnKernel kernel, const GdnInput& in, const GdnSh
         "{}: the chunked kernel needs a workspace (GdnWorkspace of GdnWorkspaceBytes(shape, tokens, seqs) = {} "
         "bytes for this step)", kOp, GdnChunkWorkspaceBytes(shape, batch.num_tokens, batch.num_seqs)));
   }
-  if (forced_chunked && !GdnChunkedFitsDevice(dk, dv)) {
+  // The recurrence's staging: the large variant where it fits, else the small one (kAuto, kChunked,
+  // kChunkedSimt); kChunkedSmall forces the small one.
+  const std::optional<GdnChunkedVariant> variant =
+      kernel == GdnKernel::kChunkedSmall
+          ? (GdnChunkedFitsDevice(dk, dv, GdnChunkedVariant::kSmall) ? std::optional(GdnChunkedVariant::kSmall)
+                                                                     : std::nullopt)
+          : GdnChunkedVariantFor(dk, dv);
+  if (forced_chunked && !variant.has_value()) {
     return absl::InvalidArgumentError(fmt::format(
         "{}: the chunked kernel needs {} bytes of shared memory a block, more than this device grants", kOp,
-        GdnChunkedSmemBytes(dk, dv)));
+        GdnChunkedSmemBytes(dk, dv, GdnChunkedVariant::kSmall)));
   }
   if (kernel == GdnKernel::kDecode && column_state != nullptr) {
     return absl::InvalidArgumentError(fmt::format("{}: the decode kernel needs column_state == nullptr", kOp));
@@ -150,13 +159,14 @@ absl::Status GatedDeltaNetWith(GdnKernel kernel, const GdnInput& in, const GdnSh
   switch (kernel) {
     case GdnKernel::kAuto:
       run_chunked = workspace.data != nullptr && column_state == nullptr && dk <= kGdnChunkedMaxDk &&
-                    batch.max_seq_tokens >= kGdnChunkedMinTokens && GdnChunkedFitsDevice(dk, dv);
+                    batch.max_seq_tokens >= kGdnChunkedMinTokens && variant.has_value();
       break;
     case GdnKernel::kSequential:
     case GdnKernel::kDecode:  // launched above
       break;
     case GdnKernel::kChunked:
     case GdnKernel::kChunkedSimt:
+    case GdnKernel::kChunkedSmall:
       run_sequential = false;
       run_chunked = true;
       min_tokens = 1;
@@ -178,7 +188,7 @@ absl::Status GatedDeltaNetWith(GdnKernel kernel, const GdnInput& in, const GdnSh
   }
   if (run_chunked) {
     RETURN_IF_ERROR(CudaStatus(LaunchGatedDeltaNetChunked(in, shape, a_log, dt_bias, norm_w, eps, batch, min_tokens,
-                                                          kernel == GdnKernel::kChunkedSimt, state, out,
+                                                          *variant, kernel == GdnKernel::kChunkedSimt, state, out,
                                                           workspace.data, workspace.bytes, stream),
                                "GatedDeltaNet (chunked)"));
   }

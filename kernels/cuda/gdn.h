@@ -59,9 +59,10 @@ struct GdnWorkspace {
   void* data = nullptr;
   size_t bytes = 0;
 };
-// 0 when the chunked path cannot serve `shape` on the current device (dk > 128, or less than the
-// ~227 KB of shared memory a block it needs: sm_120 / sm_121). The 4B at 2048 tokens and 8 seqs:
-// ~197 MB (40 chunk slots x 32 heads x 125 KB, plus 2048 x 4096 floats of O).
+// 0 when the chunked path cannot serve `shape` on the current device (dk > 128, or a device with
+// less than the ~88 KB of shared memory a block its small variant needs). The same size for both
+// variants (they read the same records). The 4B at 2048 tokens and 8 seqs: ~197 MB (40 chunk slots
+// x 32 heads x 125 KB, plus 2048 x 4096 floats of O).
 size_t GdnWorkspaceBytes(const GdnShape& shape, int max_step_tokens, int max_seqs);
 //
 // Two paths compute it. The sequential kernel (a token at a time, the state in registers) serves
@@ -75,12 +76,14 @@ size_t GdnWorkspaceBytes(const GdnShape& shape, int max_step_tokens, int max_seq
 //  1. prep, parallel over (chunk, value head): norms, gates, A, T, W, U, P, K~, diag(gamma) Q into
 //     the workspace;
 //  2. recurrence, (32-column slice, value head, seq), sequential over the seq's chunks: the lines
-//     above with the state slice on chip, the next chunk's records loading meanwhile; O to the
-//     workspace, the final state to `state`;
+//     above with the state slice on chip, the records streaming through shared memory in pieces
+//     (whole W + Q / KT + P on sm_90 / sm_100; 32 columns / 16 tokens of them at a time, 86 KB a
+//     block, on sm_120 / sm_121's 99 KB: gdn_kernels.h GdnChunkedVariant); O to the workspace, the
+//     final state to `state`;
 //  3. output, parallel over (chunk, value head): gated RMSNorm of O over dv, times silu(z), to f16.
 // GatedDeltaNet picks from what the host knows: with a workspace, without column_state, when
 // batch.max_seq_tokens >= kGdnChunkedMinTokens (gdn_kernels.h, 16), dk <= 128 and the device has the
-// shared memory, it launches both, and each seq is taken by exactly one of them, by its own token
+// shared memory (either variant), it launches both, and each seq is taken by exactly one of them, by its own token
 // count on the device: seqs of >= kGdnChunkedMinTokens tokens by the chunked path, shorter ones
 // (decode seqs of a mixed step) by the sequential kernel. Decode steps (max_seq_tokens == 1, no
 // column_state) go to the decode kernel (kDecode below). Otherwise (no workspace, MTP verify, steps
@@ -94,13 +97,15 @@ absl::Status GatedDeltaNet(const GdnInput& in, const GdnShape& shape, const floa
 // The same with the kernel chosen by the caller (tests, timing): kSequential takes every seq;
 // kChunked / kChunkedSimt take every seq with >= 1 token (TF32 tensor cores, 3xTF32 on the state
 // path / every mma emulated with f32 FMAs from the same fragments: when only kChunked fails, suspect
-// TF32 precision or the hardware fragment layout; when both fail, the indexing). They need a
-// workspace (InvalidArgument without one), column_state == nullptr and dk <= 128; a seq with no
-// tokens keeps its state as it is.
+// TF32 precision or the hardware fragment layout; when both fail, the indexing), with the variant
+// kAuto picks (the large one where it fits); kChunkedSmall is kChunked forced to the small variant
+// (sm_120's 99 KB) on any GPU: its results equal kChunked's bit for bit (same products, same order),
+// so when only it fails, suspect its staging. They need a workspace (InvalidArgument without one),
+// column_state == nullptr and dk <= 128; a seq with no tokens keeps its state as it is.
 // kDecode (gdn_decode.cu: one read + one write of the state) takes every seq of exactly 1 token and
 // leaves the others (state and out rows) untouched; it needs column_state == nullptr (no workspace).
 // kAuto uses it for the whole step when batch.max_seq_tokens == 1 and column_state == nullptr.
-enum class GdnKernel { kAuto, kSequential, kChunked, kChunkedSimt, kDecode };
+enum class GdnKernel { kAuto, kSequential, kChunked, kChunkedSimt, kChunkedSmall, kDecode };
 absl::Status GatedDeltaNetWith(GdnKernel kernel, const GdnInput& in, const GdnShape& shape, const float* a_log,
                                const float* dt_bias, const float* norm_w, float eps, const RaggedBatchDevice& batch,
                                float* state, float* column_state, int max_columns, __half* out, cudaStream_t stream,

@@ -5,13 +5,21 @@
 // the seq's prepared chunks in order with the state slice S [dkp][32] on chip: f32 registers (warp
 // w owns rows 16w..16w+15) mirrored in shared memory for the products that read it. Per chunk:
 //   b. delta = U - W S (3xTF32) and O = (diag(gamma) Q) S (TF32): warp w computes rows 16 (w % 4)..,
-//      columns 16 (w / 4).. of both; delta goes back into the chunk's U slice;
+//      columns 16 (w / 4).. of both, summed over k = 0..dkp; delta to shared memory;
 //   d. S = exp(G_last) S + K~^T delta (3xTF32: warp w its own rows, every column) and O += P delta
-//      (TF32, only P's nonzero 16x16 blocks); O (f32) to the workspace, S to shared memory.
-// The records are double-buffered: chunk c + 1's (W, K~^T, Q, P, decay whole, its 32 columns of U)
-// loads by cp.async while chunk c computes. Two barriers a chunk: after the load (which also orders
-// the previous chunk's S writes before this chunk's reads and frees the other buffer) and after delta.
-// The state is read at the start (zeros for a fresh seq) and written once at the end.
+//      (TF32, only P's nonzero 16x16 blocks), summed over the chunk's tokens; O (f32) to the
+//      workspace, S to shared memory.
+// The record streams through shared memory in pieces, a ring of kRing buffers with kRing - 1 pieces
+// in flight (cp.async): b-pieces (columns [k0, k0 + kb) of W and Q: b's sums over that k range), then
+// d-pieces (tokens [t0, t0 + kPieceT) of KT and P: d's sums over those tokens). The staging
+// (gdn_kernels.h GdnChunkedVariant) only sets the piece sizes: kLarge takes W + Q and KT + P whole
+// (2 pieces a chunk, 180 KB at dk = 128), kSmall 32 columns and 16 tokens at a time (8 pieces a chunk,
+// 86 KB: sm_120 / sm_121). Both add the same products in the same order into the same registers:
+// bit-identical results. One barrier a piece: after its wait, which makes it visible, frees the
+// buffer the previous piece used (refilled at once), and orders the delta / S writes of the
+// previous phase before this one's reads. U's values each thread starts delta from, and exp(G_last),
+// come straight from the record into registers a chunk ahead. The state is read at the start (zeros
+// for a fresh seq) and written once at the end.
 // Precision: delta and the state update run as 3xTF32 (~f32) with the small terms in their own
 // accumulators, so the carried state stays within ~1e-6 of f32 per chunk; O's products are plain
 // TF32 like the f16 Q / P they read (the f16 output tolerance is 5e-3, see gdn_prefill_test.cc).
@@ -31,18 +39,26 @@ namespace sparkserve::kernels::cuda {
 namespace gdn_chunked {
 namespace {
 
-
-// A buffer: the record's [0, u_off) as it is, then the U slice [64][kLdSlice] (delta after step b).
-__host__ __device__ inline size_t StageBytes(const GdnChunkLayout& lay) {
-  return static_cast<size_t>(lay.u_off) + sizeof(float) * kC * kLdSlice;
+// `rows` rows of row_bytes (a multiple of 16) from src to dst, 16 bytes a cp.async, the block's
+// threads together.
+__device__ __forceinline__ void CopyRows(uint8_t* dst, int dst_stride, const uint8_t* src, int src_stride, int rows,
+                                         int row_bytes) {
+  const int per_row = row_bytes >> 4;
+  for (int i = static_cast<int>(threadIdx.x); i < rows * per_row; i += kThreads) {
+    const int r = i / per_row, q = i - r * per_row;
+    CpAsync16(dst + r * dst_stride + 16 * q, src + static_cast<size_t>(r) * src_stride + 16 * q);
+  }
 }
-size_t RecurrenceSmemBytes(const GdnChunkLayout& lay) {
-  return 2 * StageBytes(lay) + sizeof(float) * static_cast<size_t>(lay.dkp) * kLdSlice;
-}
 
-// grid (dvp / 32, nv, num_seqs).
-template <bool kExact>
+// grid (dvp / 32, nv, num_seqs). kPieceK: W / Q columns a b-piece (0: all dkp); kPieceT: KT / P
+// tokens a d-piece; kRing: piece buffers (gdn_kernels.h GdnChunkStaging).
+template <int kPieceK, int kPieceT, int kRing, bool kExact>
 __global__ void __launch_bounds__(kThreads, 1) GdnChunkRecurrenceKernel(const GdnChunkParams p) {
+  static_assert(kPieceK % 16 == 0 && kPieceT % 8 == 0 && kC % kPieceT == 0 && kRing >= 2,
+                "b-pieces hold whole 8-column k-steps of every dkp (a multiple of 16), d-pieces whole 8-token ones");
+  constexpr int kAhead = kRing - 1;  // pieces in flight
+  constexpr int kLdKtPiece = kPieceT + 4, kLdPPiece = kPieceT + 8;  // = 4 mod 8 floats / 8 mod 16 halves
+  constexpr int kDPieces = kC / kPieceT;
   WaitForPriorGrids();
   AllowNextGrid();
   const int s = static_cast<int>(blockIdx.z), j = static_cast<int>(blockIdx.y);
@@ -56,31 +72,69 @@ __global__ void __launch_bounds__(kThreads, 1) GdnChunkRecurrenceKernel(const Gd
 
   extern __shared__ __align__(16) uint8_t smem[];
   const GdnChunkLayout& L = p.lay;
-  const int stage_bytes = static_cast<int>(StageBytes(L));
-  float* Ss = reinterpret_cast<float*>(smem + 2 * stage_bytes);  // [dkp][kLdSlice]
+  const int dk = p.dk, dv = p.dv, dkp = L.dkp;
+  const int kb = kPieceK == 0 ? dkp : kPieceK;  // W / Q columns a b-piece
+  const int ldw = kb + 4, ldq = kb + 8;         // their row strides in the piece (= 4 mod 8 / 8 mod 16)
+  const int b_pieces = (dkp + kb - 1) / kb, pieces = b_pieces + kDPieces;  // a chunk's
+  const int piece_bytes = static_cast<int>(GdnPieceBytes(L, GdnChunkStaging{kPieceK, kPieceT, kRing}));
+  float* Ss = reinterpret_cast<float*>(smem + kRing * piece_bytes);  // [dkp][kLdSlice]
+  float* Ds = Ss + dkp * kLdSlice;                                    // [64][kLdSlice]: delta
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5;
   const int g = LaneG(), t = LaneT();
-  const int dk = p.dk, dv = p.dv, dkp = L.dkp;
   const int mt = warp & 3, np = warp >> 2;      // step b / O: rows 16 mt.., n-tiles 2 np, 2 np + 1
   const bool has_rows = 16 * warp < dkp;       // step d: state rows 16 warp.. (all 4 n-tiles)
   const int slot = p.batch.slots[s];
   const bool fresh = p.batch.start_pos[s] == 0;
   float* state = p.state + (static_cast<size_t>(slot) * p.nv + j) * static_cast<size_t>(dk) * dv;
+  const uint8_t* rec0 = p.records + (static_cast<size_t>(slot0) * p.nv + j) * static_cast<size_t>(L.bytes);
+  const size_t rec_stride = static_cast<size_t>(p.nv) * static_cast<size_t>(L.bytes);  // chunk to chunk
 
-  auto issue = [&](int c, int buf) {
-    const uint8_t* rec = p.records + (static_cast<size_t>(slot0 + c) * p.nv + j) * static_cast<size_t>(L.bytes);
-    uint8_t* st = smem + buf * stage_bytes;
-    for (int i = tid; i < L.u_off / 16; i += kThreads) CpAsync16(st + 16 * i, rec + 16 * i, true);
-    const float* u = reinterpret_cast<const float*>(rec + L.u_off) + col0;
-    float* us = reinterpret_cast<float*>(st + L.u_off);
-    for (int i = tid; i < kC * kW / 4; i += kThreads) {
-      const int r = i >> 3, q = i & 7;
-      CpAsync16(us + r * kLdSlice + 4 * q, u + r * L.dvp + 4 * q, true);
+  // Piece i of the seq (chunk i / pieces) into buffer i % kRing; one commit group whatever i.
+  auto issue = [&](int i) {
+    const int c = i / pieces, q = i - c * pieces;
+    if (c < chunks) {
+      const uint8_t* rec = rec0 + static_cast<size_t>(c) * rec_stride;
+      uint8_t* dst = smem + (i % kRing) * piece_bytes;
+      if (q < b_pieces) {
+        const int k0 = q * kb, kw = min(kb, dkp - k0);
+        CopyRows(dst, 4 * ldw, rec + L.w_off + 4 * k0, 4 * L.ldw, kC, 4 * kw);
+        CopyRows(dst + 4 * kC * ldw, 2 * ldq, rec + L.q_off + 2 * k0, 2 * L.ldq, kC, 2 * kw);
+      } else {
+        const int tk0 = (q - b_pieces) * kPieceT;
+        CopyRows(dst, 4 * kLdKtPiece, rec + L.kt_off + 4 * tk0, 4 * kLdKt, dkp, 4 * kPieceT);
+        CopyRows(dst + 4 * dkp * kLdKtPiece, 2 * kLdPPiece, rec + L.p_off + 2 * tk0, 2 * kLdP, kC, 2 * kPieceT);
+      }
     }
     CpAsyncCommit();
   };
-  issue(0, 0);
+  // Waits for piece i, refills the buffer piece i - 1 used with piece i + kAhead; piece i's buffer.
+  auto next_piece = [&](int i) -> const uint8_t* {
+    CpAsyncWait<kAhead - 1>();
+    __syncthreads();
+    issue(i + kAhead);
+    return smem + (i % kRing) * piece_bytes;
+  };
+  for (int i = 0; i < kAhead; ++i) issue(i);
+
+  // Chunk c's U at this thread's step-b elements (rows 16 mt + g + 8 h, columns 8 (2 np + nn) + 2t, +1)
+  // and exp(G_last), into registers (untouched past the last chunk).
+  auto load_u = [&](int c, float2 (&u)[2][2], float& decay) {
+    if (c >= chunks) return;
+    const uint8_t* rec = rec0 + static_cast<size_t>(c) * rec_stride;
+    const float* ug = reinterpret_cast<const float*>(rec + L.u_off) + col0 + 2 * t;
+#pragma unroll
+    for (int nn = 0; nn < 2; ++nn) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        u[nn][h] = __ldg(reinterpret_cast<const float2*>(ug + (16 * mt + g + 8 * h) * L.dvp + 8 * (2 * np + nn)));
+      }
+    }
+    decay = __ldg(reinterpret_cast<const float*>(rec + L.decay_off));
+  };
+  float2 u_cur[2][2], u_next[2][2] = {};
+  float decay_cur = 0.0f, decay_next = 0.0f;
+  load_u(0, u_cur, decay_cur);
 
   // The state slice: element (n, e) of warp w is row 16w + g + 8 (e / 2), column 8n + 2t + e % 2.
   float sreg[4][4];
@@ -96,76 +150,77 @@ __global__ void __launch_bounds__(kThreads, 1) GdnChunkRecurrenceKernel(const Gd
   }
 
   for (int c = 0; c < chunks; ++c) {
-    const int buf = c & 1;
-    uint8_t* st = smem + buf * stage_bytes;
-    const float* Ws = reinterpret_cast<const float*>(st + L.w_off);
-    const float* KTs = reinterpret_cast<const float*>(st + L.kt_off);
-    const __half* Qs = reinterpret_cast<const __half*>(st + L.q_off);
-    const __half* Ps = reinterpret_cast<const __half*>(st + L.p_off);
-    float* Us = reinterpret_cast<float*>(st + L.u_off);
-    CpAsyncWait<0>();
-    __syncthreads();  // chunk c landed; chunk c - 1 is done with the other buffer and wrote S
-    if (c + 1 < chunks) issue(c + 1, buf ^ 1);
+    load_u(c + 1, u_next, decay_next);  // lands while this chunk computes
 
-    // ---- b. delta = U - W S, O = Q~ S
+    // ---- b. delta = U - W S, O = Q~ S, over the b-pieces' k ranges
     float db[2][4], ds[2][4], o[2][4];
 #pragma unroll
     for (int nn = 0; nn < 2; ++nn) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        db[nn][e] = Us[(16 * mt + g + 8 * (e >> 1)) * kLdSlice + 8 * (2 * np + nn) + 2 * t + (e & 1)];
+        db[nn][e] = (e & 1) ? u_cur[nn][e >> 1].y : u_cur[nn][e >> 1].x;
         ds[nn][e] = 0.0f;
         o[nn][e] = 0.0f;
       }
     }
-    for (int k0 = 0; k0 < dkp; k0 += 8) {
-      uint32_t wh[4], wl[4], qa[4];
-      LoadA<kExact>(wh, wl, Ws + 16 * mt * L.ldw + k0, L.ldw, -1.0f);
-      LoadA16(qa, Qs + 16 * mt * L.ldq + k0, L.ldq);
+    for (int q = 0; q < b_pieces; ++q) {
+      const uint8_t* buf = next_piece(c * pieces + q);
+      const float* Ws = reinterpret_cast<const float*>(buf);                   // [64][ldw]: columns k_begin..
+      const __half* Qs = reinterpret_cast<const __half*>(buf + 4 * kC * ldw);  // [64][ldq]
+      const int k_begin = q * kb, k_end = min(dkp, k_begin + kb);
+      for (int k0 = k_begin; k0 < k_end; k0 += 8) {
+        uint32_t wh[4], wl[4], qa[4];
+        LoadA<kExact>(wh, wl, Ws + 16 * mt * ldw + (k0 - k_begin), ldw, -1.0f);
+        LoadA16(qa, Qs + 16 * mt * ldq + (k0 - k_begin), ldq);
 #pragma unroll
-      for (int nn = 0; nn < 2; ++nn) {
-        uint32_t sh[2], sl[2];
-        LoadBKN<kExact>(sh, sl, Ss + k0 * kLdSlice + 8 * (2 * np + nn), kLdSlice);
-        Mma3<kExact>(db[nn], ds[nn], wh, wl, sh, sl);
-        Mma1<kExact>(o[nn], qa, sh);
+        for (int nn = 0; nn < 2; ++nn) {
+          uint32_t sh[2], sl[2];
+          LoadBKN<kExact>(sh, sl, Ss + k0 * kLdSlice + 8 * (2 * np + nn), kLdSlice);
+          Mma3<kExact>(db[nn], ds[nn], wh, wl, sh, sl);
+          Mma1<kExact>(o[nn], qa, sh);
+        }
       }
     }
 #pragma unroll
     for (int nn = 0; nn < 2; ++nn) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        Us[(16 * mt + g + 8 * (e >> 1)) * kLdSlice + 8 * (2 * np + nn) + 2 * t + (e & 1)] = db[nn][e] + ds[nn][e];
+        Ds[(16 * mt + g + 8 * (e >> 1)) * kLdSlice + 8 * (2 * np + nn) + 2 * t + (e & 1)] = db[nn][e] + ds[nn][e];
       }
     }
-    __syncthreads();  // delta complete; every read of S for this chunk done
+    // (the next piece's barrier: delta complete, every read of S for this chunk done)
 
-    // ---- d. S = decay S + K~^T delta; O += P delta
-    const float decay = *reinterpret_cast<const float*>(st + L.decay_off);
+    // ---- d. S = decay S + K~^T delta; O += P delta, over the d-pieces' tokens
     float sb[4][4], ss[4][4];
 #pragma unroll
     for (int nn = 0; nn < 4; ++nn) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        sb[nn][e] = decay * sreg[nn][e];
+        sb[nn][e] = decay_cur * sreg[nn][e];
         ss[nn][e] = 0.0f;
       }
     }
     const int o_steps = 2 * (mt + 1);  // P's row tile mt is zero past token 16 (mt + 1)
+    for (int q = 0; q < kDPieces; ++q) {
+      const uint8_t* buf = next_piece(c * pieces + b_pieces + q);
+      const float* KTs = reinterpret_cast<const float*>(buf);                          // [dkp][kLdKtPiece]
+      const __half* Ps = reinterpret_cast<const __half*>(buf + 4 * dkp * kLdKtPiece);  // [64][kLdPPiece]
 #pragma unroll 2
-    for (int ks = 0; ks < kC / 8; ++ks) {
-      const int k0 = 8 * ks;
-      uint32_t kh[4] = {0u, 0u, 0u, 0u}, kl[4] = {0u, 0u, 0u, 0u}, pa[4] = {0u, 0u, 0u, 0u};
-      if (has_rows) LoadA<kExact>(kh, kl, KTs + 16 * warp * kLdKt + k0, kLdKt);
-      const bool with_o = ks < o_steps;
-      if (with_o) LoadA16(pa, Ps + 16 * mt * kLdP + k0, kLdP);
+      for (int ks = 0; ks < kPieceT / 8; ++ks) {
+        const int k0 = q * kPieceT + 8 * ks;  // the chunk's token
+        uint32_t kh[4] = {0u, 0u, 0u, 0u}, kl[4] = {0u, 0u, 0u, 0u}, pa[4] = {0u, 0u, 0u, 0u};
+        if (has_rows) LoadA<kExact>(kh, kl, KTs + 16 * warp * kLdKtPiece + 8 * ks, kLdKtPiece);
+        const bool with_o = k0 / 8 < o_steps;
+        if (with_o) LoadA16(pa, Ps + 16 * mt * kLdPPiece + 8 * ks, kLdPPiece);
 #pragma unroll
-      for (int nn = 0; nn < 4; ++nn) {
-        const bool mine = (nn >> 1) == np;
-        if (!has_rows && !(with_o && mine)) continue;  // warp-uniform
-        uint32_t dh[2], dl[2];
-        LoadBKN<kExact>(dh, dl, Us + k0 * kLdSlice + 8 * nn, kLdSlice);
-        if (has_rows) Mma3<kExact>(sb[nn], ss[nn], kh, kl, dh, dl);
-        if (with_o && mine) Mma1<kExact>(o[nn & 1], pa, dh);
+        for (int nn = 0; nn < 4; ++nn) {
+          const bool mine = (nn >> 1) == np;
+          if (!has_rows && !(with_o && mine)) continue;  // warp-uniform
+          uint32_t dh[2], dl[2];
+          LoadBKN<kExact>(dh, dl, Ds + k0 * kLdSlice + 8 * nn, kLdSlice);
+          if (has_rows) Mma3<kExact>(sb[nn], ss[nn], kh, kl, dh, dl);
+          if (with_o && mine) Mma1<kExact>(o[nn & 1], pa, dh);
+        }
       }
     }
     if (has_rows) {
@@ -178,6 +233,7 @@ __global__ void __launch_bounds__(kThreads, 1) GdnChunkRecurrenceKernel(const Gd
         }
       }
     }
+    // (S read again only after the next chunk's first barrier)
     // O rows of this chunk's tokens, columns < dv (dv % 4 == 0: a pair is in or out together).
     const int n = min(kC, total - c * kC);
     const int row0 = t0 - tb0 + c * kC;
@@ -193,6 +249,12 @@ __global__ void __launch_bounds__(kThreads, 1) GdnChunkRecurrenceKernel(const Gd
         }
       }
     }
+#pragma unroll
+    for (int nn = 0; nn < 2; ++nn) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) u_cur[nn][h] = u_next[nn][h];
+    }
+    decay_cur = decay_next;
   }
 
   if (has_rows) {
@@ -243,32 +305,46 @@ __global__ void __launch_bounds__(kThreads) GdnChunkOutputKernel(const GdnChunkP
   }
 }
 
-template <bool kExact>
+template <GdnChunkedVariant kVariant, bool kExact>
 cudaError_t LaunchRecurrence(const GdnChunkParams& p, cudaStream_t stream) {
-  const size_t smem = RecurrenceSmemBytes(p.lay);
-  const cudaError_t attr = cudaFuncSetAttribute(GdnChunkRecurrenceKernel<kExact>,
-                                                cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  constexpr GdnChunkStaging kSt = GdnStagingOf(kVariant);
+  auto* kernel = GdnChunkRecurrenceKernel<kSt.piece_k, kSt.piece_t, kSt.ring, kExact>;
+  const size_t smem = GdnRecurrenceSmemBytes(p.lay, kSt);
+  const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (attr != cudaSuccess) return attr;
-  return LaunchStepKernel(GdnChunkRecurrenceKernel<kExact>, dim3(p.lay.dvp / kW, p.nv, p.batch.num_seqs),
-                          dim3(kThreads), smem, stream, p);
+  return LaunchStepKernel(kernel, dim3(p.lay.dvp / kW, p.nv, p.batch.num_seqs), dim3(kThreads), smem, stream, p);
+}
+
+template <GdnChunkedVariant kVariant>
+cudaError_t LaunchRecurrence(const GdnChunkParams& p, bool exact, cudaStream_t stream) {
+  return exact ? LaunchRecurrence<kVariant, true>(p, stream) : LaunchRecurrence<kVariant, false>(p, stream);
 }
 
 }  // namespace
 }  // namespace gdn_chunked
 
-size_t GdnChunkedSmemBytes(int dk, int dv) {
-  const GdnChunkLayout lay = MakeGdnChunkLayout(dk, dv);
-  return std::max(gdn_chunked::GdnChunkPrepSmemBytes(lay), gdn_chunked::RecurrenceSmemBytes(lay));
+size_t GdnChunkedSmemBytes(int dk, int dv, GdnChunkedVariant variant) {
+  return GdnChunkedSmemBytesOf(MakeGdnChunkLayout(dk, dv), variant);
 }
 
-bool GdnChunkedFitsDevice(int dk, int dv) {
-  return GdnChunkedSmemBytes(dk, dv) <= static_cast<size_t>(DeviceSharedMemory().per_block);
+bool GdnChunkedFitsDevice(int dk, int dv, GdnChunkedVariant variant) {
+  return dk >= 1 && dk <= kGdnChunkedMaxDk &&
+         GdnChunkedSmemBytes(dk, dv, variant) <= static_cast<size_t>(DeviceSharedMemory().per_block);
+}
+
+std::optional<GdnChunkedVariant> GdnChunkedVariantFor(int dk, int dv) {
+  for (const GdnChunkedVariant v : {GdnChunkedVariant::kLarge, GdnChunkedVariant::kSmall}) {
+    if (GdnChunkedFitsDevice(dk, dv, v)) return v;
+  }
+  return std::nullopt;
 }
 
 cudaError_t LaunchGatedDeltaNetChunked(const GdnInput& in, const GdnShape& shape, const float* a_log,
                                        const float* dt_bias, const float* norm_w, float eps,
-                                       const RaggedBatchDevice& batch, int min_tokens, bool exact, float* state,
-                                       __half* out, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+                                       const RaggedBatchDevice& batch, int min_tokens, GdnChunkedVariant variant,
+                                       bool exact, float* state, __half* out, void* workspace,
+                                       size_t workspace_bytes, cudaStream_t stream) {
   namespace gc = gdn_chunked;
   if (shape.dk < 1 || shape.dk > kGdnChunkedMaxDk || shape.dv < 4 || shape.dv > kGdnMaxDv || shape.dv % 4 != 0 ||
       batch.num_seqs < 1 || workspace == nullptr ||
@@ -287,7 +363,8 @@ cudaError_t LaunchGatedDeltaNetChunked(const GdnInput& in, const GdnShape& shape
   p.o = reinterpret_cast<float*>(p.records + GdnChunkRecordsBytes(shape, batch.num_tokens, batch.num_seqs));
   cudaError_t err = gc::LaunchGdnChunkPrep(p, exact, stream);
   if (err != cudaSuccess) return err;
-  err = exact ? gc::LaunchRecurrence<true>(p, stream) : gc::LaunchRecurrence<false>(p, stream);
+  err = variant == GdnChunkedVariant::kLarge ? gc::LaunchRecurrence<GdnChunkedVariant::kLarge>(p, exact, stream)
+                                             : gc::LaunchRecurrence<GdnChunkedVariant::kSmall>(p, exact, stream);
   if (err != cudaSuccess) return err;
   return LaunchStepKernel(gc::GdnChunkOutputKernel, dim3(shape.nv, p.num_slots), dim3(gc::kThreads), 0, stream, p);
 }

@@ -18,7 +18,7 @@ constexpr int kThreads = 256;              // every chunked kernel: 8 warps
 constexpr int kWarps = kThreads / 32;
 constexpr int kLdKt = kC + 4;              // KT / A / T row stride (floats): A-fragment reads hit 32 banks
 constexpr int kLdP = kC + 8;               // P row stride (halves)
-constexpr int kLdSlice = kW + 8;           // [*, 32] slices (S, U, delta): B-fragment reads hit 32 banks
+constexpr int kLdSlice = kW + 8;           // [*, 32] slices (S, delta): B-fragment reads hit 32 banks
 static_assert(kC == 64 && kW == 32, "the tile loops are written for 64-token chunks and 32-column slices");
 
 struct GdnChunkParams : GdnLayerParams {

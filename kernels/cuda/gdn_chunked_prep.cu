@@ -10,9 +10,12 @@
 //   3. Gram tiles on or below the diagonal: A = beta_t exp(G_t - G_s) k_t.k_s (strictly lower, 3xTF32
 //      into shared memory) and P (TF32, straight to the record as f16); diag(gamma) Q (f16) and the
 //      decayed keys (f32, transposed) to the record.
-//   4. the v rows load (cp.async, into q's space) while T = (I + A)^-1 is formed blockwise in f32:
-//      the four 16x16 diagonal blocks by forward substitution, then the blocks below them one
-//      sub-diagonal at a time (T_ij = -T_ii sum_{k=j}^{i-1} A_ik T_kj), element-parallel.
+//   4. the v rows load (cp.async, into q's space) while T = (I + A)^-1 is formed blockwise in f32,
+//      in place over A: the four 16x16 diagonal blocks by forward substitution, then block rows
+//      1..3 (T_ij = -T_ii sum_{k=j}^{i-1} A_ik T_kj for every j < i), element-parallel. Block row i
+//      reads only A's block row i and T's rows above it, so it overwrites A's row i once its sums are
+//      taken (a barrier between): no second 64 x 64 array, which keeps the kernel at 88 KB for dk =
+//      128 (inside sm_120's 99 KB).
 //   5. W and U as 3xTF32 products T (scaled K | scaled V), only T's nonzero 16x16 blocks.
 // Precision: everything that feeds the state (A, T, W, U, the decayed keys) is f32 or 3xTF32; Q and P
 // feed only the output and are stored as f16 (10 mantissa bits, as TF32, which the recurrence's
@@ -31,21 +34,23 @@ namespace {
 // Shared memory of the prep kernel, in floats from the base.
 struct PrepSmem {
   int ldk, ldv;  // q / k row stride (= 4 mod 8: fragment reads of row-major tiles hit 32 banks), v's (= 8 mod 32)
-  int k, a, t, m, gates, total;  // offsets (q and then v at 0)
+  int k, a, m, gates, total;  // offsets (q and then v at 0; A, then T in place, at a)
 };
 
-__host__ __device__ inline PrepSmem MakePrepSmem(const GdnChunkLayout& lay) {
-  PrepSmem s;
+__host__ __device__ constexpr PrepSmem MakePrepSmem(const GdnChunkLayout& lay) {
+  PrepSmem s{};
   s.ldk = lay.dkp + 4;
   s.ldv = lay.dvp + 8;
   s.k = kC * (s.ldk > s.ldv ? s.ldk : s.ldv);
   s.a = s.k + kC * s.ldk;
-  s.t = s.a + kC * kLdKt;
-  s.m = s.t + kC * kLdKt;
+  s.m = s.a + kC * kLdKt;
   s.gates = s.m + 3 * 16 * 17;  // [5][64]: G, beta, gamma, beta gamma, exp(G_last - G)
   s.total = s.gates + 5 * kC;
   return s;
 }
+static_assert(4 * MakePrepSmem(MakeGdnChunkLayout(128, 128)).total == GdnPrepSmemBytes(MakeGdnChunkLayout(128, 128)) &&
+                  4 * MakePrepSmem(MakeGdnChunkLayout(24, 16)).total == GdnPrepSmemBytes(MakeGdnChunkLayout(24, 16)),
+              "gdn_kernels.h GdnPrepSmemBytes must count what the kernel carves");
 
 template <bool kExact>
 __global__ void __launch_bounds__(kThreads, 2) GdnChunkPrepKernel(const GdnChunkParams p) {
@@ -61,8 +66,8 @@ __global__ void __launch_bounds__(kThreads, 2) GdnChunkPrepKernel(const GdnChunk
   float* Qs = smem;  // [64][ldk], later V [64][ldv]
   float* Vs = smem;
   float* Ks = smem + sm.k;
-  float* As = smem + sm.a;
-  float* Ts = smem + sm.t;
+  float* As = smem + sm.a;  // A, turned into T in place in phase 4
+  float* Ts = As;
   float* Ms = smem + sm.m;
   float* G = smem + sm.gates;
   float* beta = G + kC;
@@ -217,26 +222,32 @@ __global__ void __launch_bounds__(kThreads, 2) GdnChunkPrepKernel(const GdnChunk
 
   // ---- 4. v rows (in flight during the inverse); T = (I + A)^-1
   load_rows(Vs, ldv, v_off, dv, dvp);
-  if (tid < kC) {  // diagonal block bi, column l: forward substitution
+  {  // diagonal block bi, column l: forward substitution, written over A_ii once every column is done
+    const bool diag = tid < kC;
     const int bi = tid >> 4, l = tid & 15, o = 16 * bi;
     float x[16];
 #pragma unroll
     for (int r = 0; r < 16; ++r) {
       float acc = r == l ? 1.0f : 0.0f;
+      if (diag) {
 #pragma unroll
-      for (int c = 0; c < r; ++c) acc = fmaf(-As[(o + r) * kLdKt + o + c], x[c], acc);
+        for (int c = 0; c < r; ++c) acc = fmaf(-As[(o + r) * kLdKt + o + c], x[c], acc);
+      }
       x[r] = acc;
     }
+    __syncthreads();  // A_ii read by every column; never read again
+    if (diag) {
 #pragma unroll
-    for (int r = 0; r < 16; ++r) Ts[(o + r) * kLdKt + o + l] = x[r];
+      for (int r = 0; r < 16; ++r) Ts[(o + r) * kLdKt + o + l] = x[r];  // zeros above the diagonal too
+    }
+    __syncthreads();
   }
-  __syncthreads();
-  // Sub-diagonal d: block (bi, bj = bi - d) from the diagonal and the d - 1 sub-diagonals above it.
-  // A thread owns column c and rows 4 rg .. 4 rg + 3 of one block; M (= sum A_ik T_kj) in Ms.
-  for (int d = 1; d < 4; ++d) {
-    const bool active = tid < 64 * (4 - d);
-    const int blk = tid >> 6, c = tid & 15, rg = (tid >> 4) & 3;
-    const int bj = blk, bi = blk + d;
+  // Block row bi: block (bi, bj) for every bj < bi from A's block row bi and T's block rows above.
+  // A thread owns column c and rows 4 rg .. 4 rg + 3 of block bj = tid / 64; M (= sum A_ik T_kj) in
+  // Ms. The sums read all of A's row bi before the barrier; T's blocks then replace it.
+  for (int bi = 1; bi < 4; ++bi) {
+    const bool active = tid < 64 * bi;
+    const int bj = tid >> 6, c = tid & 15, rg = (tid >> 4) & 3;
     if (active) {
 #pragma unroll
       for (int rr = 0; rr < 4; ++rr) {
@@ -244,7 +255,7 @@ __global__ void __launch_bounds__(kThreads, 2) GdnChunkPrepKernel(const GdnChunk
         const float* arow = As + (16 * bi + r) * kLdKt;
         float m = 0.0f;
         for (int k = 16 * bj; k < 16 * bi; ++k) m = fmaf(arow[k], Ts[k * kLdKt + 16 * bj + c], m);
-        Ms[(blk * 16 + r) * 17 + c] = m;
+        Ms[(bj * 16 + r) * 17 + c] = m;
       }
     }
     __syncthreads();
@@ -254,7 +265,7 @@ __global__ void __launch_bounds__(kThreads, 2) GdnChunkPrepKernel(const GdnChunk
         const int r = 4 * rg + rr;
         const float* trow = Ts + (16 * bi + r) * kLdKt + 16 * bi;
         float acc = 0.0f;
-        for (int q = 0; q <= r; ++q) acc = fmaf(trow[q], Ms[(blk * 16 + q) * 17 + c], acc);
+        for (int q = 0; q <= r; ++q) acc = fmaf(trow[q], Ms[(bj * 16 + q) * 17 + c], acc);
         Ts[(16 * bi + r) * kLdKt + 16 * bj + c] = -acc;
       }
     }
@@ -319,9 +330,7 @@ cudaError_t LaunchPrep(const GdnChunkParams& p, cudaStream_t stream) {
 
 }  // namespace
 
-size_t GdnChunkPrepSmemBytes(const GdnChunkLayout& lay) {
-  return sizeof(float) * static_cast<size_t>(MakePrepSmem(lay).total);
-}
+size_t GdnChunkPrepSmemBytes(const GdnChunkLayout& lay) { return GdnPrepSmemBytes(lay); }
 
 cudaError_t LaunchGdnChunkPrep(const GdnChunkParams& p, bool exact, cudaStream_t stream) {
   return exact ? LaunchPrep<true>(p, stream) : LaunchPrep<false>(p, stream);

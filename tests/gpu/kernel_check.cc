@@ -248,6 +248,12 @@ int main(int argc, char** argv) {
   std::printf("copy bandwidth: %.0f GB/s (1 GiB device-to-device, read + write, median of 20)\n", g_copy_bw / 1e9);
 
   std::mt19937 rng(std::random_device{}());
+  if (mode == "--gdn-prefill") {  // only the GDN prefill rows (chunked: large / small staging, sequential)
+    CheckGdnPrefill(4096, rng);
+    CheckGdnPrefill(512, rng);
+    std::printf("checks failed: %d\n", g_failures);
+    return g_failures == 0 ? 0 : 1;
+  }
   // Correctness on odd small shapes, then the 4B's decode shapes (timed).
   CheckNvfp4(48, 256, rng, false);
   CheckNvfp4(16, 128, rng, false);

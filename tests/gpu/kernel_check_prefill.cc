@@ -119,17 +119,20 @@ void CheckGemm(bool nvfp4, int out, int in, std::mt19937& rng, const std::vector
 
 // ---- Gated DeltaNet prefill: one 4B layer (nk 16, nv 32, dk = dv = 128), T tokens as 1, 4 and 8
 // fresh seqs of T / seqs tokens (4096: 1 x 4096, 4 x 1024, 8 x 512), the chunked path (TF32 tensor
-// cores, and its f32-emulated-mma variant, checked only) against the sequential kernel: outputs and
-// states checked against the sequential kernel's (itself checked against the CPU in gpu_ops_test),
-// both timed (ms a layer). Any error is a reported failure, never an exit.
+// cores with the staging this GPU picks, the same forced to the small staging sm_120 / sm_121 run,
+// and the f32-emulated-mma variant, checked only) against the sequential kernel: outputs and states
+// checked against the sequential kernel's (itself checked against the CPU in gpu_ops_test), all but
+// the emulated one timed (ms a layer). Any error is a reported failure, never an exit.
 struct GdnPrefillDevice {
   float *mixed = nullptr, *ab = nullptr, *z = nullptr, *a_log = nullptr, *dt_bias = nullptr, *norm_w = nullptr;
-  float* state[3] = {nullptr, nullptr, nullptr};
-  __half* out[3] = {nullptr, nullptr, nullptr};
+  static constexpr int kKernels = 4;
+  float* state[kKernels] = {};
+  __half* out[kKernels] = {};
   int32_t* meta = nullptr;
   void* workspace = nullptr;
   void Free() {
-    for (float* q : {mixed, ab, z, a_log, dt_bias, norm_w, state[0], state[1], state[2]}) cudaFree(q);
+    for (float* q : {mixed, ab, z, a_log, dt_bias, norm_w}) cudaFree(q);
+    for (float* q : state) cudaFree(q);
     for (__half* q : out) cudaFree(q);
     cudaFree(meta);
     cudaFree(workspace);
@@ -176,7 +179,8 @@ void CheckGdnPrefillSplit(int T, int seqs, std::mt19937& rng) {
   bool ok = upload(&d.mixed, random(size_t(T) * C, 1.f, 0.f)) && upload(&d.ab, random(size_t(T) * 2 * nv, 1.f, 0.f)) &&
             upload(&d.z, random(size_t(T) * nv * dv, 1.f, 0.f)) && upload(&d.a_log, random(nv, 0.5f, 0.f)) &&
             upload(&d.dt_bias, random(nv, 0.5f, 0.f)) && upload(&d.norm_w, random(dv, 0.1f, 1.f));
-  for (int k = 0; ok && k < 3; ++k) {
+  constexpr int kKernels = GdnPrefillDevice::kKernels;
+  for (int k = 0; ok && k < kKernels; ++k) {
     ok = upload(&d.state[k], std::vector<float>(state_floats, NAN)) &&
          GdnOk(cudaMalloc(&d.out[k], size_t(T) * nv * dv * sizeof(__half)), "cudaMalloc") &&
          GdnOk(cudaMemset(d.out[k], 0xff, size_t(T) * nv * dv * sizeof(__half)), "poison");
@@ -208,17 +212,20 @@ void CheckGdnPrefillSplit(int T, int seqs, std::mt19937& rng) {
   batch.slots = d.meta + 2 * seqs + 1;
   const sk::GdnInput in{d.mixed, C, d.ab, d.ab + nv, 2 * nv, d.z, nv * dv};
   const sk::GdnWorkspace ws{d.workspace, ws_bytes};
-  const sk::GdnKernel kernels[3] = {sk::GdnKernel::kSequential, sk::GdnKernel::kChunked, sk::GdnKernel::kChunkedSimt};
-  const char* names[3] = {"sequential", "chunked tf32", "chunked f32-emulated"};
+  // The emulated variant last: a correctness cross-check, not timed.
+  const sk::GdnKernel kernels[kKernels] = {sk::GdnKernel::kSequential, sk::GdnKernel::kChunked,
+                                           sk::GdnKernel::kChunkedSmall, sk::GdnKernel::kChunkedSimt};
+  const char* names[kKernels] = {"sequential", "chunked tf32", "chunked small tf32", "chunked f32-emulated"};
+  constexpr int kTimed = 3;
   auto run = [&](int k, cudaStream_t stream) {
     return sk::GatedDeltaNetWith(kernels[k], in, shape, d.a_log, d.dt_bias, d.norm_w, 1e-6f, batch, d.state[k],
                                  nullptr, 0, d.out[k], stream, ws);
   };
-  std::vector<float> outs[3], states[3];
-  double us[3] = {0, 0, 0};
+  std::vector<float> outs[kKernels], states[kKernels];
+  double us[kKernels] = {};
   cudaEvent_t a = nullptr, b = nullptr;
   ok = GdnOk(cudaEventCreate(&a), "event") && GdnOk(cudaEventCreate(&b), "event");
-  for (int k = 0; ok && k < 3; ++k) {
+  for (int k = 0; ok && k < kKernels; ++k) {
     const absl::Status st = run(k, nullptr);  // fresh seqs: the NaN state is never read
     if (!st.ok()) {
       ++g_failures;
@@ -237,7 +244,7 @@ void CheckGdnPrefillSplit(int T, int seqs, std::mt19937& rng) {
                "download");
     outs[k].resize(h.size());
     for (size_t i = 0; i < h.size(); ++i) outs[k][i] = __half2float(h[i]);
-    if (k == 2) break;  // the emulated variant is a correctness cross-check, not timed
+    if (k >= kTimed) continue;
     // Timing: the median of 5 launches (each reads ~T * 64 KB of inputs, far past the L2 at 4096).
     std::vector<float> ms;
     for (int rep = 0; ok && rep < 5; ++rep) {
@@ -253,13 +260,16 @@ void CheckGdnPrefillSplit(int T, int seqs, std::mt19937& rng) {
     us[k] = ms[ms.size() / 2] * 1000.0;
   }
   if (ok) {
-    for (int k = 1; k < 3; ++k) {  // TF32 output operands: 5e-3 (gdn_prefill_test.cc), the state ~f32
+    for (int k = 1; k < kKernels; ++k) {  // TF32 output operands: 5e-3 (gdn_prefill_test.cc), the state ~f32
       const std::string what = "gdn prefill " + label + " " + names[k];
       Report(what + " out vs sequential", MaxRelative(outs[k], outs[0]), false, 5e-3);
       Report(what + " state vs sequential", MaxRelative(states[k], states[0]), false, 1e-4);
     }
+    // The two stagings add the same products in the same order: the same bits (gdn.h kChunkedSmall).
+    Report("gdn prefill " + label + " small == chunked (out)", MaxRelative(outs[2], outs[1]), false, 0.0);
+    Report("gdn prefill " + label + " small == chunked (state)", MaxRelative(states[2], states[1]), false, 0.0);
     const double input_bytes = double(T) * (C + nv * dv + 2 * nv) * 4;
-    for (int k = 0; k < 2; ++k) {
+    for (int k = 0; k < kTimed; ++k) {
       const std::string name = "gdn prefill " + label + " " + names[k];
       std::printf("time %-40s %8.3f ms a layer, %.0f tok/s a layer (%.1fx the sequential kernel)\n", name.c_str(),
                   us[k] / 1e3, T / (us[k] * 1e-6), us[0] / us[k]);

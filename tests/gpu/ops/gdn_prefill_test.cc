@@ -9,8 +9,9 @@
 // untouched; missing / too small is an error or, for kAuto without one, the sequential kernel), and
 // argument errors. Each case runs GatedDeltaNet's own choice (kAuto), the forced kChunked (TF32
 // tensor cores), kChunkedSimt (the same kernels with every mma emulated in f32: when only kChunked
-// fails, suspect TF32 precision or the hardware fragment layout; when both fail, the indexing) and
-// kSequential.
+// fails, suspect TF32 precision or the hardware fragment layout; when both fail, the indexing),
+// kChunkedSmall (kChunked with the recurrence's small staging, the one sm_120 / sm_121 run, forced on
+// any GPU; it must also equal kChunked bit for bit: SmallVariantEqualsLarge) and kSequential.
 //
 // Tolerances (relative to the largest reference value, as every op test): the final state 1e-4 as
 // for the sequential kernel (the chunked state path is f32 / 3xTF32); the f16 output 3e-3 for the
@@ -28,6 +29,7 @@
 
 #include "fmt/format.h"
 #include "kernels/cuda/gdn.h"
+#include "kernels/cuda/gdn_kernels.h"
 #include "tests/gpu/ops/gdn_reference.h"
 #include "tests/gpu/ops/gdn_test_util.h"
 #include "tests/gpu/ops/gpu_test_util.h"
@@ -43,6 +45,7 @@ const char* Name(GdnKernel k) {
     case GdnKernel::kSequential: return "sequential";
     case GdnKernel::kChunked: return "chunked (tf32)";
     case GdnKernel::kChunkedSimt: return "chunked (f32 emulated mma)";
+    case GdnKernel::kChunkedSmall: return "chunked small (tf32, 99 KB staging)";
     case GdnKernel::kDecode: return "decode";
   }
   return "?";
@@ -52,7 +55,7 @@ constexpr double kTf32OutTolerance = 5e-3;
 constexpr size_t kCanaryFloats = 4096;
 
 constexpr GdnKernel kAllKernels[] = {GdnKernel::kAuto, GdnKernel::kChunked, GdnKernel::kChunkedSimt,
-                                     GdnKernel::kSequential};
+                                     GdnKernel::kChunkedSmall, GdnKernel::kSequential};
 
 // A workspace of exactly GdnWorkspaceBytes(shape, tokens, seqs) bytes, NaN-filled, followed by a NaN
 // canary no kernel may write. bytes 0 (a shape the chunked path cannot take): no workspace.
@@ -259,21 +262,24 @@ TEST(GatedDeltaNetPrefillTest, CarriedStateEqualsOneLongLaunch) {
   const size_t slot_state = 4ull * 64 * 48;
 
   // Split 1: the first token goes to the sequential kernel, the rest to the chunked path (kAuto);
-  // 64: exactly one chunk first; 130: chunks not aligned with the first launch's.
-  for (const int split : {1, 64, 130}) {
-    SCOPED_TRACE(fmt::format("split at {}", split));
-    GdnDevice two = UploadGdn(whole, in, batch.num_tokens);
-    const StepBatch first = MakeBatch({{split, 0, 1, false}});
-    GPU_ASSERT_OK(RunWith(whole, first, two, GdnKernel::kAuto, ws.view()));
-    // The second launch reads rows split..299 of the same step buffers: token_begin {split, 300}.
-    StepBatch second = MakeBatch({{300 - split, split, 1, false}});
-    second.token_begin = ToDevice(std::vector<int32_t>{split, 300});
-    second.device.token_begin = second.token_begin.data();
-    GPU_ASSERT_OK(RunWith(whole, second, two, GdnKernel::kAuto, ws.view()));
-    CompareGdn(whole, in, ref, two, kTf32OutTolerance);
-    EXPECT_CLOSE(HalfToFloat(ToHost(two.out)), one_out, 3e-3, "two launches vs one: out");
-    EXPECT_CLOSE(Slice(ToHost(two.state), slot_state, slot_state), Slice(one_state, slot_state, slot_state), 1e-4,
-                 "two launches vs one: final state");
+  // 64: exactly one chunk first; 130: chunks not aligned with the first launch's. kChunkedSmall: both
+  // launches on the small staging (the 1-token launch too).
+  for (const GdnKernel kernel : {GdnKernel::kAuto, GdnKernel::kChunkedSmall}) {
+    for (const int split : {1, 64, 130}) {
+      SCOPED_TRACE(fmt::format("{}: split at {}", Name(kernel), split));
+      GdnDevice two = UploadGdn(whole, in, batch.num_tokens);
+      const StepBatch first = MakeBatch({{split, 0, 1, false}});
+      GPU_ASSERT_OK(RunWith(whole, first, two, kernel, ws.view()));
+      // The second launch reads rows split..299 of the same step buffers: token_begin {split, 300}.
+      StepBatch second = MakeBatch({{300 - split, split, 1, false}});
+      second.token_begin = ToDevice(std::vector<int32_t>{split, 300});
+      second.device.token_begin = second.token_begin.data();
+      GPU_ASSERT_OK(RunWith(whole, second, two, kernel, ws.view()));
+      CompareGdn(whole, in, ref, two, kTf32OutTolerance);
+      EXPECT_CLOSE(HalfToFloat(ToHost(two.out)), one_out, 3e-3, "two launches vs one: out");
+      EXPECT_CLOSE(Slice(ToHost(two.state), slot_state, slot_state), Slice(one_state, slot_state, slot_state), 1e-4,
+                   "two launches vs one: final state");
+    }
   }
   ExpectCanaryUntouched(ws);
 }
@@ -300,6 +306,11 @@ TEST(GatedDeltaNetPrefillTest, MixedStepTakesEverySeqOnce) {
     Workspace ws = MakeWorkspace(gc.shape, batch.num_tokens, static_cast<int>(gc.seqs.size()));
     GPU_ASSERT_OK(RunWith(gc, batch, d, GdnKernel::kAuto, ws.view()));
     CompareGdn(gc, in, ref, d, claimed >= 16 ? kTf32OutTolerance : 3e-3);  // < 16: all sequential
+    ExpectCanaryUntouched(ws);
+    // Forced small staging: every seq (1-token ones too) by the chunked path, once, whatever the claim.
+    GdnDevice small = UploadGdn(gc, in, batch.num_tokens);
+    GPU_ASSERT_OK(RunWith(gc, batch, small, GdnKernel::kChunkedSmall, ws.view()));
+    CompareGdn(gc, in, ref, small, kTf32OutTolerance);
     ExpectCanaryUntouched(ws);
   }
 }
@@ -328,7 +339,8 @@ TEST(GatedDeltaNetPrefillTest, WorkspaceContract) {
   EXPECT_GT(cuda::GdnWorkspaceBytes(gc.shape, batch.num_tokens + 64, 2), need);
   EXPECT_GT(cuda::GdnWorkspaceBytes(gc.shape, batch.num_tokens, 3), need);
   Workspace ws = MakeWorkspace(gc.shape, batch.num_tokens, 2);
-  for (const GdnKernel k : {GdnKernel::kChunked, GdnKernel::kChunkedSimt, GdnKernel::kAuto}) {
+  for (const GdnKernel k :
+       {GdnKernel::kChunked, GdnKernel::kChunkedSimt, GdnKernel::kChunkedSmall, GdnKernel::kAuto}) {
     SCOPED_TRACE(Name(k));
     GdnDevice d = UploadGdn(gc, in, batch.num_tokens);
     if (k != GdnKernel::kAuto) invalid(RunWith(gc, batch, d, k, {}), "needs a workspace");
@@ -352,7 +364,8 @@ TEST(GatedDeltaNetPrefillTest, RejectsBadArguments) {
     EXPECT_NE(std::string(s.message()).find(needle), std::string::npos) << std::string(s.message());
   };
   const cuda::GdnInput small{p, 2 * 2 * 16 + 4 * 24, p, p, 4, p, 4 * 24};
-  for (const GdnKernel k : {GdnKernel::kChunked, GdnKernel::kChunkedSimt}) {
+  for (const GdnKernel k : {GdnKernel::kChunked, GdnKernel::kChunkedSimt, GdnKernel::kChunkedSmall}) {
+    SCOPED_TRACE(Name(k));
     invalid(cuda::GatedDeltaNetWith(k, small, {2, 4, 16, 24}, p, p, p, 1e-6f, batch.device, p, p, 1, out.data(),
                                     nullptr, ws),
             "column_state == nullptr");
@@ -365,6 +378,83 @@ TEST(GatedDeltaNetPrefillTest, RejectsBadArguments) {
   invalid(cuda::GatedDeltaNetWith(GdnKernel::kChunked, small, {2, 4, 16, 22}, p, p, p, 1e-6f, batch.device, p,
                                   nullptr, 0, out.data(), nullptr, ws),
           "dv = 22");
+}
+
+// The small staging (sm_120 / sm_121's) fits their 99 KB for every shape the chunked path takes, and
+// where the large one runs (kChunked on the H200) the two give the same bits: they add the same
+// products in the same order, so any difference is a staging bug (a piece copied wrong or read
+// before it landed). Each run is also checked against the CPU.
+TEST(GatedDeltaNetPrefillTest, SmallVariantEqualsLarge) {
+  ASSERT_TRUE(HasCudaDevice()) << "no CUDA device: the GPU suite needs one";
+  using cuda::GdnChunkedVariant;
+  for (const int dk : {16, 24, 48, 64, 100, 128}) {
+    for (const int dv : {4, 40, 128}) {
+      EXPECT_LE(cuda::GdnChunkedSmemBytes(dk, dv, GdnChunkedVariant::kSmall), size_t{cuda::kGdnSmallSharedMemory})
+          << "dk " << dk << " dv " << dv;
+    }
+  }
+  EXPECT_GT(cuda::GdnChunkedSmemBytes(128, 128, GdnChunkedVariant::kLarge), size_t{cuda::kGdnSmallSharedMemory})
+      << "the large staging fits 99 KB at the 4B's shape: kAuto on sm_120 could take it";
+  const auto picked = cuda::GdnChunkedVariantFor(128, 128);
+  ASSERT_TRUE(picked.has_value()) << "no chunked variant fits this GPU";
+  std::printf("[gdn prefill] kChunked runs the %s staging here (small: %zu bytes a block, large: %zu)\n",
+              *picked == GdnChunkedVariant::kLarge ? "large" : "small",
+              cuda::GdnChunkedSmemBytes(128, 128, GdnChunkedVariant::kSmall),
+              cuda::GdnChunkedSmemBytes(128, 128, GdnChunkedVariant::kLarge));
+
+  struct Case {
+    GdnCase gc;
+    uint32_t seed;
+    const char* label;
+  };
+  const Case cases[] = {
+      {{k4B, 4, 1, 0, 0, {{200, 50, 2, false}, {1, 9, 0, false}, {130, 0, 3, false}}}, 760, "4B, 200 / 1 / 130"},
+      {{{1, 2, 48, 40}, 4, 1, 3, 5, {{300, 0, 1, false}, {17, 4, 3, false}, {65, 64, 0, false}}}, 761, "dk 48 dv 40"},
+      {{{3, 3, 24, 16}, 3, 1, 1, 0, {{129, 7, 2, false}, {64, 0, 0, false}}}, 762, "dk 24 dv 16 (4-byte loads)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.label);
+    std::mt19937 rng(c.seed);
+    const StepBatch batch = MakeBatch(c.gc.seqs);
+    const GdnInputs in = MakeGdnInputs(c.gc, batch.num_tokens, rng);
+    const GdnReference ref = CpuGdn(c.gc, batch, in);
+    Workspace ws = MakeWorkspace(c.gc.shape, batch.num_tokens, static_cast<int>(c.gc.seqs.size()));
+    GdnDevice large = UploadGdn(c.gc, in, batch.num_tokens), small = UploadGdn(c.gc, in, batch.num_tokens);
+    GPU_ASSERT_OK(RunWith(c.gc, batch, large, GdnKernel::kChunked, ws.view()));
+    GPU_ASSERT_OK(RunWith(c.gc, batch, small, GdnKernel::kChunkedSmall, ws.view()));
+    CompareAndPrint(fmt::format("{} [{}]", c.label, Name(GdnKernel::kChunked)), c.gc, batch, in, ref, large,
+                    kTf32OutTolerance);
+    CompareAndPrint(fmt::format("{} [{}]", c.label, Name(GdnKernel::kChunkedSmall)), c.gc, batch, in, ref, small,
+                    kTf32OutTolerance);
+    const std::vector<float> out_l = HalfToFloat(ToHost(large.out)), out_s = HalfToFloat(ToHost(small.out));
+    const std::vector<float> state_l = ToHost(large.state), state_s = ToHost(small.state);
+    EXPECT_EQ(CountDiffering(out_s, 0, out_l, 0, out_l.size()), 0) << "out: small staging != large";
+    EXPECT_EQ(CountDiffering(state_s, 0, state_l, 0, state_l.size()), 0) << "state: small staging != large";
+    ExpectCanaryUntouched(ws);
+  }
+}
+
+// Prefill steps may be captured too: the chunked launches (both stagings, and kAuto's mix with the
+// sequential kernel) capture and replay to the CPU's results.
+TEST(GatedDeltaNetPrefillTest, ChunkedRunsInsideCudaGraph) {
+  ASSERT_TRUE(HasCudaDevice()) << "no CUDA device: the GPU suite needs one";
+  const GdnCase gc{{2, 4, 32, 32}, 4, 1, 0, 0, {{130, 20, 1, false}, {1, 3, 0, false}, {64, 0, 2, false}}};
+  std::mt19937 rng(770);
+  const StepBatch batch = MakeBatch(gc.seqs);
+  const GdnInputs in = MakeGdnInputs(gc, batch.num_tokens, rng);
+  const GdnReference ref = CpuGdn(gc, batch, in);
+  for (const GdnKernel k : {GdnKernel::kAuto, GdnKernel::kChunked, GdnKernel::kChunkedSmall}) {
+    SCOPED_TRACE(Name(k));
+    GdnDevice d = UploadGdn(gc, in, batch.num_tokens);
+    Workspace ws = MakeWorkspace(gc.shape, batch.num_tokens, static_cast<int>(gc.seqs.size()));
+    LaunchInCapturedGraph([&](cudaStream_t stream) {
+      return cuda::GatedDeltaNetWith(k, d.input, gc.shape, d.a_log.data(), d.dt_bias.data(), d.norm_w.data(), 1e-6f,
+                                     batch.device, d.state.data(), nullptr, 0, d.out.data(), stream, ws.view());
+    });
+    if (HasFatalFailure()) return;
+    CompareAndPrint(fmt::format("graph-captured [{}]", Name(k)), gc, batch, in, ref, d, kTf32OutTolerance);
+    ExpectCanaryUntouched(ws);
+  }
 }
 
 }  // namespace
