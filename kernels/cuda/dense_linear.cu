@@ -7,7 +7,8 @@
 // - scalar GEMV (rows <= 8, any `in` or alignment): one block per output feature, one element a
 //   thread a step.
 // - tensor-core tiles (rows > 8, in % 8 == 0, 16-byte aligned W and x): mma.m16n8k16 (f16 in, f32
-//   accumulate) on 32 or 64 rows x 32 outputs a block, the block's 8 warps splitting K and adding
+//   accumulate) on 32 or 64 rows x 32 outputs a block (16 rows and 32 warps where that leaves fewer
+//   than 16 blocks: narrow outputs), the block's 8 warps splitting K and adding
 //   their sums through shared memory; operands come straight from global memory (L2), 16 bytes a
 //   lane a row, the next K step's loads issued before the current step's mma.
 // - tiled fallback (rows > 8, any `in` or alignment): 64 x 64 output tiles, K steps of 16 staged in
@@ -252,11 +253,11 @@ __device__ __forceinline__ void LoadMmaStep(MmaStep<kMTiles>& s, const uint4* co
   for (int j = 0; j < 4; ++j) s.w[j] = valid ? __ldg(wrow[j] + vec) : make_uint4(0, 0, 0, 0);
 }
 
-// grid (ceil(out / 32), ceil(rows / (16 kMTiles))), kMmaWarps * 32 threads, dynamic shared memory
-// kMmaWarps * 16 kMTiles * 32 floats. Warp w takes the K steps w, w + kMmaWarps, ...; rows and
-// outputs past the matrices read a valid row (clamped) and are never stored.
-template <int kMTiles>
-__global__ void __launch_bounds__(kMmaWarps * 32)
+// grid (ceil(out / 32), ceil(rows / (16 kMTiles))), kWarps * 32 threads, dynamic shared memory
+// kWarps * 16 kMTiles * 32 floats. Warp w takes the K steps w, w + kWarps, ...; rows and outputs
+// past the matrices read a valid row (clamped) and are never stored.
+template <int kMTiles, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32)
     DenseMmaKernel(const __nv_bfloat16* __restrict__ w, int out, int in, const __half* __restrict__ x, int rows,
                    float* __restrict__ y) {
   WaitForPriorGrids();
@@ -293,8 +294,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
   const int steps = (vecs + 3) / 4;  // 32-element K steps
   MmaStep<kMTiles> cur, next;
   LoadMmaStep(cur, xrow, wrow, 4 * warp, warp < steps && 4 * warp + t < vecs);
-  for (int step = warp; step < steps; step += kMmaWarps) {
-    const int nstep = step + kMmaWarps;
+  for (int step = warp; step < steps; step += kWarps) {
+    const int nstep = step + kWarps;
     LoadMmaStep(next, xrow, wrow, 4 * nstep, nstep < steps && 4 * nstep + t < vecs);
     uint4 wh[4];
 #pragma unroll
@@ -322,25 +323,25 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     }
   }
   __syncthreads();
-  for (int idx = static_cast<int>(threadIdx.x); idx < kTileM * kMmaTileN; idx += kMmaWarps * 32) {
+  for (int idx = static_cast<int>(threadIdx.x); idx < kTileM * kMmaTileN; idx += kWarps * 32) {
     const int r = m0 + idx / kMmaTileN, o = n0 + idx % kMmaTileN;
     float s = 0.f;
 #pragma unroll
-    for (int p = 0; p < kMmaWarps; ++p) s += sums[p * kTileM * kMmaTileN + idx];
+    for (int p = 0; p < kWarps; ++p) s += sums[p * kTileM * kMmaTileN + idx];
     if (r < rows && o < out) y[static_cast<size_t>(r) * out + o] = s;
   }
 }
 
-template <int kMTiles>
+template <int kMTiles, int kWarps = kMmaWarps>
 cudaError_t LaunchDenseMma(const __nv_bfloat16* w, int out, int in, const __half* x, int rows, float* y,
                            cudaStream_t stream) {
   constexpr int kTileM = 16 * kMTiles;
-  const size_t smem = sizeof(float) * kMmaWarps * kTileM * kMmaTileN;
-  const cudaError_t attr = cudaFuncSetAttribute(DenseMmaKernel<kMTiles>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                static_cast<int>(smem));
+  const size_t smem = sizeof(float) * kWarps * kTileM * kMmaTileN;
+  constexpr auto kernel = DenseMmaKernel<kMTiles, kWarps>;
+  const cudaError_t attr = AllowDynamicSharedMemory<kernel>(static_cast<int>(smem));
   if (attr != cudaSuccess) return attr;
   const dim3 grid((out + kMmaTileN - 1) / kMmaTileN, (rows + kTileM - 1) / kTileM);
-  LaunchStepKernel(DenseMmaKernel<kMTiles>, grid, dim3(kMmaWarps * 32), smem, stream, w, out, in, x, rows, y);
+  LaunchStepKernel(kernel, grid, dim3(kWarps * 32), smem, stream, w, out, in, x, rows, y);
   return cudaGetLastError();
 }
 
@@ -374,6 +375,12 @@ cudaError_t LaunchDenseLinearBf16(const __nv_bfloat16* w, int out, int in, const
   if (rows > kDenseGemvMaxRows) {
     if (rows > kDenseMaxRows) return cudaErrorInvalidValue;
     if (in % 8 == 0 && Aligned16(w) && Aligned16(x)) {
+      // A narrow output (the GDN in_proj_a|b: 64 outputs) would get a handful of blocks whose 8 warps
+      // each walk a long K: 16-row blocks of 32 warps instead (64 x 64 x 2560: 8 blocks, ~2.5 K steps
+      // a warp; session 4 measured 18 us on 2 blocks of 8 warps).
+      if ((out + kMmaTileN - 1) / kMmaTileN * ((rows + 63) / 64) < 16) {
+        return LaunchDenseMma<1, 32>(w, out, in, x, rows, y, stream);
+      }
       return rows <= 32 ? LaunchDenseMma<2>(w, out, in, x, rows, y, stream)
                         : LaunchDenseMma<4>(w, out, in, x, rows, y, stream);
     }

@@ -33,10 +33,6 @@ struct GemmArgs {
   // and swiglu_out [rows, F] f16 gets silu(gate) * up instead of dst. Else nullptr and 0.
   __half* swiglu_out;
   int up_tile_offset;
-  // Stream-K (wgmma kernel, rows <= its block rows): units = column blocks x K stages (0: split mode)
-  // and the partial planes dst holds.
-  int64_t units;
-  int planes;
 
   // Weight tile of a block's local tile j (of kTiles) when its first is tile0.
   __device__ __forceinline__ int Tile(int tile0, int j, int kTiles) const {

@@ -16,7 +16,6 @@
 #include "kernels/cuda/gemm_linear_kernels.h"
 #include "kernels/cuda/linear_epilogue_kernels.h"
 #include "kernels/cuda/step_launch.h"
-#include "kernels/cuda/stream_k.h"
 
 #include <cuda_fp8.h>
 
@@ -190,10 +189,6 @@ cudaError_t LaunchGemmThenEpilogue(GemmArgs a, int rows, float* y, float* worksp
   constexpr bool kNvfp4 = std::is_same_v<MmaFormat, Nvfp4>;
   cudaError_t err = cudaSuccess;
   if (p.kernel == GemmKernel::kWgmma) {
-    if (p.stream_k_blocks > 0) {
-      a.units = static_cast<int64_t>(p.m_blocks) * p.stages;
-      a.planes = p.num_splits;
-    }
     if (GemmFusesSwiGlu(p, e, a.out)) {  // the kernel writes silu(gate) * up itself: no partials
       a.swiglu_out = e.x_out;
       a.up_tile_offset = a.out / 2 / 16 - p.tiles_per_block / 2;
@@ -235,10 +230,10 @@ GemmPlan PlanGemm(int rows, int out, int in, GemmKernel kernel) {
   p.kernel = ResolveGemmKernel(kernel);
   int blocks_per_sm = 2;
   if (p.kernel == GemmKernel::kWgmma) {
-    // 64 rows (batched decode): 128 outputs a block; else 256 outputs x 128 rows. One block a SM.
+    // 128 outputs x 64 rows (batched decode), two blocks a SM; else 256 outputs x 128 rows, one.
     p.block_rows = rows <= 64 ? 64 : 128;
     p.tiles_per_block = rows <= 64 ? 8 : 16;
-    blocks_per_sm = 1;
+    blocks_per_sm = rows <= 64 ? 2 : 1;
   } else {
     p.block_rows = rows <= 32 ? 32 : (rows <= 64 ? 64 : 128);
     p.tiles_per_block = kTiles;
@@ -246,15 +241,6 @@ GemmPlan PlanGemm(int rows, int out, int in, GemmKernel kernel) {
   p.m_blocks = ((out + 15) / 16 + p.tiles_per_block - 1) / p.tiles_per_block;
   p.n_blocks = (rows + p.block_rows - 1) / p.block_rows;
   p.stages = in / kGemmStageK;
-  p.stream_k_blocks = 0;
-  if (p.kernel == GemmKernel::kWgmma && rows <= 64) {  // one resident wave of stream-K blocks
-    const int64_t units = static_cast<int64_t>(p.m_blocks) * p.stages;
-    p.stream_k_blocks = static_cast<int>(std::min<int64_t>(units, blocks_per_sm * int64_t{MultiprocessorCount()}));
-    p.num_splits = StreamKPlanes(p.m_blocks, p.stages, p.stream_k_blocks);
-    p.stages_per_split = p.stages;
-    p.few_blocks = true;
-    return p;
-  }
   // Fewer blocks than a full wave (batched decode: one activation block) split K, each split keeping at
   // least 4 stages (256 elements). The split count minimises a bandwidth model: weight bytes (~0.75
   // a weight) plus the fp32 partials written and read (8 bytes a row and output a split), over the

@@ -19,16 +19,13 @@ GemmKernel ResolveGemmKernel(GemmKernel kernel);  // kAuto -> the device's choic
 
 // How one call is cut: a block computes tiles_per_block * 16 outputs x block_rows activation rows
 // over stages_per_split stages of K; blocks of one output tile in different K splits write separate
-// fp32 partials (num_splits planes). The wgmma kernel at up to 64 rows instead deals the m_blocks x
-// stages units to stream_k_blocks resident blocks (stream_k.h; num_splits = its planes). Depends
-// only on (rows, out, in, kernel) and the device's SM count.
+// fp32 partials (num_splits planes). Depends only on (rows, out, in, kernel) and the device's SM count.
 struct GemmPlan {
   GemmKernel kernel;    // kMma or kWgmma (resolved)
   int block_rows;       // kMma: 32, 64 or 128; kWgmma: 64 or 128
   int tiles_per_block;  // kMma: 8; kWgmma: 8 (64 rows) or 16
   int m_blocks, n_blocks, num_splits, stages_per_split, stages;
   bool few_blocks;      // under a full wave of blocks before splitting: K may be split
-  int stream_k_blocks;  // > 0: stream-K over this many blocks (n_blocks 1)
 };
 GemmPlan PlanGemm(int rows, int out, int in, GemmKernel kernel = GemmKernel::kAuto);
 

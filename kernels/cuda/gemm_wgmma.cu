@@ -13,7 +13,6 @@
 #include "kernels/cuda/gemm_formats.cuh"
 #include "kernels/cuda/gemm_linear_kernels.h"
 #include "kernels/cuda/step_launch.h"
-#include "kernels/cuda/stream_k.h"
 
 #include <cstdint>
 
@@ -22,16 +21,18 @@ namespace {
 
 constexpr int kThreads = 256;  // two warpgroups; one block a SM
 
-// The two shapes: 256 outputs x 128 rows (prefill; 5 stages, S - 2 = 3 loading while one is
-// multiplied) and 128 outputs x 64 rows (batched decode, stream-K: the weight stream sets the pace,
-// so 10 stages keep ~8 x 4.6 KB of NVFP4 weights in flight a SM).
+// The two shapes: 256 outputs x 128 rows (prefill; one block a SM) and 128 outputs x 64 rows
+// (batched decode; two blocks a SM). 5 stages: S - 2 = 3 loading while one is multiplied.
+// (Tried: the 64-row shape as one stream-K wave of 256-output blocks, 8 stages, one block a SM:
+// 18432x2560 NVFP4 at 64 rows 51 us against 37.6 here: the per-stage chain of barrier, dequantise
+// and wgmma wait, not the weight stream, sets its pace, and two blocks a SM overlap two chains.)
 template <int BN, int kHalves>
 struct WgmmaShape {
   static_assert(BN == 64 || BN == 128, "wgmma n of the wrappers in ptx.cuh");
   static constexpr int kTiles = 2 * 4 * kHalves;  // weight tiles a block: 8 or 16 (128 or 256 outputs)
   static constexpr int kActBytes = BN * 128;      // [BN rows][64 f16], swizzled; a multiple of 1024
   static constexpr int kAcc = BN / 2;             // f32 accumulators a thread for one m64 wgmma
-  static constexpr int kStages = BN == 64 ? 10 : 5;
+  static constexpr int kStages = 5;
 };
 
 template <typename Format, int BN, int kHalves>
@@ -77,12 +78,11 @@ __device__ __forceinline__ void StoreSwiGlu(const GemmArgs& a, const float (&acc
   }
 }
 
-// Units are (column block of kTiles weight tiles, K stage) pairs, column block major. Split mode
-// (a.units == 0; grid (m_blocks, n_blocks, num_splits)): block (x, y, z) takes column block x's
-// stages of split z, activation rows y * BN... Stream-K mode (grid (blocks, 1, 1), rows <= BN):
-// block b takes its stream_k.h range. block: 256 threads; dynamic shared memory WgmmaSharedBytes.
+// grid (m_blocks, n_blocks, num_splits): block (x, y, z) takes column block x (kTiles weight tiles;
+// 128 gate + 128 up tiles' outputs when fusing SwiGLU), activation rows y * BN.., the K stages of
+// split z. block: 256 threads; dynamic shared memory WgmmaSharedBytes.
 template <typename Format, int BN, int kHalves>
-__global__ void __launch_bounds__(kThreads, 1) GemmWgmmaKernel(const GemmArgs a) {
+__global__ void __launch_bounds__(kThreads, kHalves == 1 ? 2 : 1) GemmWgmmaKernel(const GemmArgs a) {
 #if defined(SPARKSERVE_HAS_WGMMA)
   using Shape = WgmmaShape<BN, kHalves>;
   constexpr int S = Shape::kStages;
@@ -93,19 +93,10 @@ __global__ void __launch_bounds__(kThreads, 1) GemmWgmmaKernel(const GemmArgs a)
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
   const int group = warp / 4, warp_in_group = warp % 4, q = lane / 4, t = lane % 4;
   const bool swiglu = kHalves == 2 && a.swiglu_out != nullptr;  // a block: 128 gate + the same 128 up outputs
-  const int col_tiles = swiglu ? Shape::kTiles / 2 : Shape::kTiles;  // tile0 of column block c: c * col_tiles
-  const int stages = a.in / kGemmStageK;
+  const int tile0 = static_cast<int>(blockIdx.x) * (swiglu ? Shape::kTiles / 2 : Shape::kTiles);
   const int n0 = static_cast<int>(blockIdx.y) * BN;
-  int64_t u0;  // the block's units [u0, u0 + num), num >= 1 (PlanGemm)
-  int num;
-  if (kHalves == 1 && a.units > 0) {
-    u0 = StreamKUnitBegin(blockIdx.x, a.units, gridDim.x);
-    num = static_cast<int>(StreamKUnitBegin(blockIdx.x + 1, a.units, gridDim.x) - u0);
-  } else {
-    const int k_begin = static_cast<int>(blockIdx.z) * a.stages_per_split;
-    u0 = static_cast<int64_t>(blockIdx.x) * stages + k_begin;
-    num = min(stages, k_begin + a.stages_per_split) - k_begin;
-  }
+  const int k_begin = static_cast<int>(blockIdx.z) * a.stages_per_split;
+  const int num = min(a.in / kGemmStageK, k_begin + a.stages_per_split) - k_begin;  // >= 1 (PlanGemm)
 
   // Each thread copies kChunks consecutive 16-byte chunks of one activation row a stage; rows past
   // the end repeat the last row (their outputs are never stored).
@@ -114,14 +105,12 @@ __global__ void __launch_bounds__(kThreads, 1) GemmWgmmaKernel(const GemmArgs a)
   const __half* act_src = a.x + static_cast<size_t>(min(n0 + act_r, a.rows - 1)) * a.in + act_chunk * 8;
   auto stage_activations = [&](int i) {
     uint8_t* dst = act_s + (i % S) * Shape::kActBytes + act_r * 128;
-    const int k0 = static_cast<int>((u0 + i) % stages) * kGemmStageK;
+    const __half* src = act_src + (k_begin + i) * kGemmStageK;
 #pragma unroll
-    for (int j = 0; j < kChunks; ++j) CpAsync16(dst + (((act_chunk + j) ^ (act_r & 7)) * 16), act_src + k0 + j * 8);
+    for (int j = 0; j < kChunks; ++j) CpAsync16(dst + (((act_chunk + j) ^ (act_r & 7)) * 16), src + j * 8);
   };
   auto stage_weights = [&](int i) {
-    const int64_t u = u0 + i;
-    Format::Stage(a, static_cast<int>(u / stages) * col_tiles, static_cast<int>(u % stages),
-                  raw_s + (i % S) * Format::kStageBytes, tid);
+    Format::Stage(a, tile0, k_begin + i, raw_s + (i % S) * Format::kStageBytes, tid);
   };
 
   // The first stages' weights (no earlier kernel writes them) load while the previous kernel drains.
@@ -138,47 +127,13 @@ __global__ void __launch_bounds__(kThreads, 1) GemmWgmmaKernel(const GemmArgs a)
   }
 
   float acc[kHalves][Shape::kAcc];
-  auto clear = [&] {
 #pragma unroll
-    for (int h = 0; h < kHalves; ++h)
+  for (int h = 0; h < kHalves; ++h)
 #pragma unroll
-      for (int j = 0; j < Shape::kAcc; ++j) acc[h][j] = 0.f;
-  };
-  clear();
+    for (int j = 0; j < Shape::kAcc; ++j) acc[h][j] = 0.f;
 
   // Half h of warpgroup g multiplies tiles g * 4 kHalves + 4h .. + 3; this warp's is + warp_in_group.
   const int my_tile = group * 4 * kHalves + warp_in_group;
-  // acc[h][4j + c]: output row (tile * 16 + q (+ 8 for c >= 2)), activation row n0 + 8j + 2t (+ 1 for
-  // odd c). Plane `plane` of column block c gets the sums, or zeros.
-  auto store = [&](int c, int plane, bool zeros) {
-#pragma unroll
-    for (int h = 0; h < kHalves; ++h) {
-      const int m = (c * col_tiles + my_tile + 4 * h) * 16 + q;
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        const int n = n0 + 8 * j + 2 * t;
-        GemmStore(a, plane, zeros ? 0.f : acc[h][4 * j + 0], n, m);
-        GemmStore(a, plane, zeros ? 0.f : acc[h][4 * j + 1], n + 1, m);
-        GemmStore(a, plane, zeros ? 0.f : acc[h][4 * j + 2], n, m + 8);
-        GemmStore(a, plane, zeros ? 0.f : acc[h][4 * j + 3], n + 1, m + 8);
-      }
-    }
-  };
-  // After stage i: where a stream-K range leaves a column block (or ends), its piece is stored.
-  auto finish_piece = [&](int i) {
-    const int64_t u = u0 + i;
-    const bool col_end = u % stages == stages - 1;
-    if (!col_end && i != num - 1) return;
-    const int c = static_cast<int>(u / stages);
-    const int piece = static_cast<int>(blockIdx.x - StreamKBlockOfUnit(static_cast<int64_t>(c) * stages, a.units, gridDim.x));
-    store(c, piece, false);
-    if (col_end) {  // the column block's last piece: the planes no piece reaches hold zeros
-#pragma unroll 1
-      for (int p = piece + 1; p < a.planes; ++p) store(c, p, true);
-    }
-    clear();
-  };
-
   using Fragments = uint32_t[kHalves][4][4];  // [half][k16 slice][a0..a3]
   auto dequantise = [&](int i, Fragments& f) {
     const uint8_t* src = raw_s + (i % S) * Format::kStageBytes;
@@ -218,9 +173,6 @@ __global__ void __launch_bounds__(kThreads, 1) GemmWgmmaKernel(const GemmArgs a)
       dequantise(i + 1, next);
     }
     WgmmaWait<0>();
-    if constexpr (kHalves == 1) {  // stream-K runs the 64-row shape only
-      if (a.units > 0) finish_piece(i);
-    }
   };
 
   Fragments f0, f1;
@@ -232,12 +184,24 @@ __global__ void __launch_bounds__(kThreads, 1) GemmWgmmaKernel(const GemmArgs a)
     step(i, f0, f1);
     if (i + 1 < num) step(i + 1, f1, f0);
   }
-  if (kHalves == 1 && a.units > 0) return;  // stream-K: every piece is stored
-  const int c = static_cast<int>(u0 / stages);
+  // acc[h][4j + c]: output row (tile * 16 + q (+ 8 for c >= 2)), activation row n0 + 8j + 2t (+ 1 for
+  // odd c).
   if (swiglu) {
-    StoreSwiGlu<Shape>(a, acc, c * col_tiles + my_tile, n0, act_s);
-  } else {
-    store(c, static_cast<int>(blockIdx.z), false);
+    StoreSwiGlu<Shape>(a, acc, tile0 + my_tile, n0, act_s);
+    return;
+  }
+  const int split = static_cast<int>(blockIdx.z);
+#pragma unroll
+  for (int h = 0; h < kHalves; ++h) {
+    const int m = (tile0 + my_tile + 4 * h) * 16 + q;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const int n = n0 + 8 * j + 2 * t;
+      GemmStore(a, split, acc[h][4 * j + 0], n, m);
+      GemmStore(a, split, acc[h][4 * j + 1], n + 1, m);
+      GemmStore(a, split, acc[h][4 * j + 2], n, m + 8);
+      GemmStore(a, split, acc[h][4 * j + 3], n + 1, m + 8);
+    }
   }
 #else
   __trap();  // launched only where DeviceRunsWgmma()
@@ -251,9 +215,8 @@ cudaError_t LaunchWgmma(const GemmArgs& a, const GemmPlan& p, cudaStream_t strea
   constexpr auto kernel = GemmWgmmaKernel<Format, BN, kHalves>;
   const cudaError_t err = AllowDynamicSharedMemory<kernel>(static_cast<int>(smem));
   if (err != cudaSuccess) return err;
-  const dim3 grid = p.stream_k_blocks > 0 ? dim3(static_cast<unsigned>(p.stream_k_blocks))
-                                          : dim3(static_cast<unsigned>(p.m_blocks), static_cast<unsigned>(p.n_blocks),
-                                                 static_cast<unsigned>(p.num_splits));
+  const dim3 grid(static_cast<unsigned>(p.m_blocks), static_cast<unsigned>(p.n_blocks),
+                  static_cast<unsigned>(p.num_splits));
   return LaunchStepKernel(kernel, grid, dim3(kThreads), smem, stream, a);
 }
 

@@ -180,11 +180,11 @@ namespace {
 
 // Between the decode GEMV and the GEMM: the skinny kernel (one weight pass, mma per 8 rows) up to 32
 // rows; past 32 rows the GEMM where it runs wgmma (sm_90a), else the skinny kernel up to 64 rows
-// except on very wide outputs. Measured on the H200 (bench/RESULTS.md): at 64 rows, wgmma vs skinny,
-// 2560x9216 NVFP4 17.1 vs 20.6 us, 12288x2560 FP8 22.2 vs 28.8, 8192x2560 NVFP4 16.7 vs 19.4,
-// 18432x2560 NVFP4 37.6 vs 36.7, a quarter of the FP8 lm_head 63 vs 120 (session 5); at 32 rows the
-// skinny kernel wins (18432x2560 NVFP4 23.7 us; the GEMM computes 64 rows whatever). Without wgmma,
-// the 248k-output FP8 lm_head at 64 rows: 479 us skinny vs 364 on the mma.sync GEMM (session 4).
+// except on very wide outputs. Measured on the H200 (bench/RESULTS.md, session 5), 64 rows, wgmma vs
+// skinny: 2560x9216 NVFP4 17.1 vs 20.6 us, 12288x2560 FP8 22.2 vs 28.8, 8192x2560 NVFP4 16.7 vs
+// 19.4, 18432x2560 NVFP4 37.6 vs 36.7, a quarter of the FP8 lm_head 63 vs 120; at 32 rows the skinny
+// kernel (18432x2560 NVFP4 23.7 us; the GEMM computes 64 rows whatever). Without wgmma (session 4):
+// the 248k-output FP8 lm_head at 64 rows 479 us skinny vs 364 on the mma.sync GEMM.
 constexpr int kSkinnyAlwaysRows = 32;
 constexpr int kSkinnyMaxOutPast32Rows = 32768;
 

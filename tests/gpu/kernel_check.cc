@@ -228,6 +228,29 @@ void CheckGdnDecode(int seqs, std::mt19937& rng) {
 
 using namespace kernel_check;  // NOLINT(google-build-using-namespace): this tool's own helpers
 
+// The 4B's linears at batched-decode (16..64 rows: weight GB/s) and prefill (256, 4096 rows:
+// TFLOP/s) row counts on the GEMM the device picks, (sm_90a) the mma.sync kernel beside it, and the
+// skinny kernel (what CudaLinear runs for 9..32 rows, and up to 64 without wgmma).
+void TimeManyRowLinears(std::mt19937& rng) {
+  for (const ManyRowKernel k : {ManyRowKernel::kGemm, ManyRowKernel::kGemmMma}) {
+    if (k == ManyRowKernel::kGemmMma && !sk::DeviceRunsWgmma()) continue;  // kGemm ran it already
+    CheckGemm(true, 18432, 2560, rng, {16, 32, 64, 256, 4096}, k);  // MLP gate + up
+    CheckGemm(false, 18432, 2560, rng, {64, 4096}, k);
+    CheckGemm(true, 2560, 9216, rng, {64, 4096}, k);  // MLP down
+    CheckGemm(false, 12288, 2560, rng, {64, 4096}, k);  // GDN in_proj_qkvz
+    CheckGemm(false, 2560, 4096, rng, {64, 4096}, k);   // GDN out_proj
+    CheckGemm(true, 8192, 2560, rng, {64, 4096}, k);    // q_proj with gate
+    CheckGemm(false, 248320 / 4, 2560, rng, {64}, k);  // a quarter of the lm_head
+  }
+  CheckGemm(true, 18432, 2560, rng, {16, 32, 64}, ManyRowKernel::kSkinny);
+  CheckGemm(false, 18432, 2560, rng, {16, 32, 64}, ManyRowKernel::kSkinny);
+  CheckGemm(true, 2560, 9216, rng, {16, 32, 64}, ManyRowKernel::kSkinny);
+  CheckGemm(true, 8192, 2560, rng, {64}, ManyRowKernel::kSkinny);  // q_proj with gate
+  CheckGemm(false, 12288, 2560, rng, {16, 32, 64}, ManyRowKernel::kSkinny);
+  CheckGemm(false, 2560, 4096, rng, {64}, ManyRowKernel::kSkinny);
+  CheckGemm(false, 248320 / 4, 2560, rng, {64}, ManyRowKernel::kSkinny);  // a quarter of the lm_head
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   const bool quick = mode == "--quick";
@@ -248,6 +271,11 @@ int main(int argc, char** argv) {
   std::printf("copy bandwidth: %.0f GB/s (1 GiB device-to-device, read + write, median of 20)\n", g_copy_bw / 1e9);
 
   std::mt19937 rng(std::random_device{}());
+  if (mode == "--gemm") {  // only the many-row linears (GEMM kernels, skinny)
+    TimeManyRowLinears(rng);
+    std::printf("checks failed: %d\n", g_failures);
+    return g_failures == 0 ? 0 : 1;
+  }
   if (mode == "--gdn-prefill") {  // only the GDN prefill rows (chunked: large / small staging, sequential)
     CheckGdnPrefill(4096, rng);
     CheckGdnPrefill(512, rng);
@@ -278,25 +306,7 @@ int main(int argc, char** argv) {
     for (int seqs : {1, 8, 64}) CheckGdnDecode(seqs, rng);  // GDN decode of one 4B layer: decode vs sequential
     CheckGdnPrefill(4096, rng);             // GDN prefill of one 4B layer: chunked vs sequential
     CheckGdnPrefill(512, rng);
-    // Batched decode (16, 64 rows: weight GB/s) and prefill (256, 4096 rows: TFLOP/s) on the GEMM
-    // the device picks, and (sm_90a) on the mma.sync kernel beside it.
-    for (const ManyRowKernel k : {ManyRowKernel::kGemm, ManyRowKernel::kGemmMma}) {
-      if (k == ManyRowKernel::kGemmMma && !sk::DeviceRunsWgmma()) continue;  // kGemm ran it already
-      CheckGemm(true, 18432, 2560, rng, {16, 64, 256, 4096}, k);  // MLP gate + up
-      CheckGemm(false, 18432, 2560, rng, {64, 4096}, k);
-      CheckGemm(true, 2560, 9216, rng, {64, 4096}, k);  // MLP down
-      CheckGemm(false, 12288, 2560, rng, {64, 4096}, k);  // GDN in_proj_qkvz
-      CheckGemm(true, 8192, 2560, rng, {64, 4096}, k);  // q_proj with gate
-      CheckGemm(false, 248320 / 4, 2560, rng, {64}, k);  // a quarter of the lm_head
-    }
-    // Batched decode on the skinny kernel (what CudaLinear runs for 9..64 rows), beside the GEMM lines.
-    CheckGemm(true, 18432, 2560, rng, {16, 32, 64}, ManyRowKernel::kSkinny);
-    CheckGemm(false, 18432, 2560, rng, {16, 32, 64}, ManyRowKernel::kSkinny);
-    CheckGemm(true, 2560, 9216, rng, {16, 32, 64}, ManyRowKernel::kSkinny);
-    CheckGemm(true, 8192, 2560, rng, {64}, ManyRowKernel::kSkinny);  // q_proj with gate
-    CheckGemm(false, 12288, 2560, rng, {16, 32, 64}, ManyRowKernel::kSkinny);
-    CheckGemm(false, 2560, 4096, rng, {64}, ManyRowKernel::kSkinny);
-    CheckGemm(false, 248320 / 4, 2560, rng, {64}, ManyRowKernel::kSkinny);  // a quarter of the lm_head
+    TimeManyRowLinears(rng);
     for (const bool fp8 : {false, true}) {  // attention decode of one 4B layer: 1 x 8K, 8 x 8K, 64 x 1K
       TimeAttentionDecode(1, 8192, fp8, rng, true);
       TimeAttentionDecode(8, 8192, fp8, rng, true);

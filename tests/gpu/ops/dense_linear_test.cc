@@ -79,7 +79,8 @@ TEST(DenseLinearTest, ScalarGemvMatchesCpu) {
 }
 
 // rows > 8 with in % 8 == 0 and aligned pointers: the tensor-core tiles (32-row tiles up to 32 rows,
-// 64-row tiles past that; K steps of 32 with a partial last step when in % 32 != 0).
+// 64-row tiles past that, 16-row tiles of 32 warps under 16 blocks: {64, 64, 2560}, {64, 200, 2560},
+// {32, 33, 2560}...; K steps of 32 with a partial last step when in % 32 != 0).
 TEST(DenseLinearTest, MmaTilesMatchCpu) {
   ASSERT_TRUE(HasCudaDevice());
   const LinearCase cases[] = {
