@@ -23,9 +23,10 @@ constexpr int kThreads = 256;  // two warpgroups; one block a SM
 
 // The two shapes: 256 outputs x 128 rows (prefill; one block a SM) and 128 outputs x 64 rows
 // (batched decode; two blocks a SM). 5 stages: S - 2 = 3 loading while one is multiplied.
-// (Tried: the 64-row shape as one stream-K wave of 256-output blocks, 8 stages, one block a SM:
-// 18432x2560 NVFP4 at 64 rows 51 us against 37.6 here: the per-stage chain of barrier, dequantise
-// and wgmma wait, not the weight stream, sets its pace, and two blocks a SM overlap two chains.)
+// Tried for the 64-row shape, on 18432x2560 NVFP4 at 64 rows (37.8 us here), both slower: one
+// stream-K wave of 256-output blocks, 8 stages, one block a SM (51 us: the per-stage chain of
+// barrier, dequantise and wgmma wait sets the pace, and two blocks a SM overlap two chains); 8
+// stages at two blocks a SM (39.0 us), with the SwiGLU also fused at 64 rows (no step gain).
 template <int BN, int kHalves>
 struct WgmmaShape {
   static_assert(BN == 64 || BN == 128, "wgmma n of the wrappers in ptx.cuh");
