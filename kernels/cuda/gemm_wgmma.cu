@@ -32,7 +32,6 @@ struct WgmmaShape {
   static_assert(BN == 64 || BN == 128, "wgmma n of the wrappers in ptx.cuh");
   static constexpr int kTiles = 2 * 4 * kHalves;  // weight tiles a block: 8 or 16 (128 or 256 outputs)
   static constexpr int kActBytes = BN * 128;      // [BN rows][64 f16], swizzled; a multiple of 1024
-  static constexpr int kAcc = BN / 2;             // f32 accumulators a thread for one m64 wgmma
   static constexpr int kStages = 5;
 };
 
@@ -47,10 +46,10 @@ constexpr size_t WgmmaSharedBytes() {
 // the same rows and columns: thread k of each holds the same positions) through shared memory, laid
 // [accumulator][thread] so both sides are conflict-free; warpgroup 0 writes silu(gate) * up as f16.
 // `tile` is the thread's first gate tile; `scratch` the (drained) pipeline buffers.
-template <typename Shape, int kHalves>
-__device__ __forceinline__ void StoreSwiGlu(const GemmArgs& a, const float (&acc)[kHalves][Shape::kAcc], int tile,
-                                            int n0, uint8_t* scratch) {
-  static_assert(kHalves * Shape::kAcc * 128 * 4 <= Shape::kStages * Shape::kActBytes, "the up sums fit the buffers");
+template <typename Shape, int kHalves, int kAcc>
+__device__ __forceinline__ void StoreSwiGlu(const GemmArgs& a, const float (&acc)[kHalves][kAcc], int tile, int n0,
+                                            uint8_t* scratch) {
+  static_assert(kHalves * kAcc * 128 * 4 <= Shape::kStages * Shape::kActBytes, "the up sums fit the buffers");
   const int tid = static_cast<int>(threadIdx.x), k = tid % 128, lane = tid % 32, q = lane / 4, t = lane % 4;
   float* up = reinterpret_cast<float*>(scratch);  // [kHalves * kAcc][128]
   CpAsyncWait<0>();  // nothing still lands in the buffers (the trailing groups are empty)
@@ -59,7 +58,7 @@ __device__ __forceinline__ void StoreSwiGlu(const GemmArgs& a, const float (&acc
 #pragma unroll
     for (int h = 0; h < kHalves; ++h)
 #pragma unroll
-      for (int j = 0; j < Shape::kAcc; ++j) up[(h * Shape::kAcc + j) * 128 + k] = acc[h][j];
+      for (int j = 0; j < kAcc; ++j) up[(h * kAcc + j) * 128 + k] = acc[h][j];
   }
   __syncthreads();
   if (tid >= 128) return;
@@ -70,10 +69,10 @@ __device__ __forceinline__ void StoreSwiGlu(const GemmArgs& a, const float (&acc
     const float gate_scale[2] = {a.OutputScale(m), a.OutputScale(m + 8)};
     const float up_scale[2] = {a.OutputScale(f + m), a.OutputScale(f + m + 8)};
 #pragma unroll
-    for (int j = 0; j < Shape::kAcc; ++j) {
+    for (int j = 0; j < kAcc; ++j) {
       const int c = j % 4, hi = c >= 2 ? 1 : 0, n = n0 + 8 * (j / 4) + 2 * t + (c & 1);
       if (n >= a.rows) continue;
-      const float g = acc[h][j] * gate_scale[hi], u = up[(h * Shape::kAcc + j) * 128 + k] * up_scale[hi];
+      const float g = acc[h][j] * gate_scale[hi], u = up[(h * kAcc + j) * 128 + k] * up_scale[hi];
       a.swiglu_out[static_cast<size_t>(n) * f + m + 8 * hi] = ToHalfSaturated(Silu(g) * u);
     }
   }
@@ -87,6 +86,7 @@ __global__ void __launch_bounds__(kThreads, kHalves == 1 ? 2 : 1) GemmWgmmaKerne
 #if defined(SPARKSERVE_HAS_WGMMA)
   using Shape = WgmmaShape<BN, kHalves>;
   constexpr int S = Shape::kStages;
+  constexpr int kAcc = BN / 2;  // f32 accumulators a thread for one m64 wgmma
   extern __shared__ __align__(16) uint8_t smem_raw[];
   uint8_t* act_s = smem_raw + ((1024 - (SharedAddress(smem_raw) & 1023)) & 1023);  // [S][BN][128 bytes]
   uint8_t* raw_s = act_s + S * Shape::kActBytes;                                    // [S][Format::kStageBytes]
@@ -127,11 +127,11 @@ __global__ void __launch_bounds__(kThreads, kHalves == 1 ? 2 : 1) GemmWgmmaKerne
     CpAsyncCommit();
   }
 
-  float acc[kHalves][Shape::kAcc];
+  float acc[kHalves][kAcc];
 #pragma unroll
   for (int h = 0; h < kHalves; ++h)
 #pragma unroll
-    for (int j = 0; j < Shape::kAcc; ++j) acc[h][j] = 0.f;
+    for (int j = 0; j < kAcc; ++j) acc[h][j] = 0.f;
 
   // Half h of warpgroup g multiplies tiles g * 4 kHalves + 4h .. + 3; this warp's is + warp_in_group.
   const int my_tile = group * 4 * kHalves + warp_in_group;
@@ -214,6 +214,7 @@ cudaError_t LaunchWgmma(const GemmArgs& a, const GemmPlan& p, cudaStream_t strea
   constexpr size_t smem = WgmmaSharedBytes<Format, BN, kHalves>();
   static_assert(smem <= 227 * 1024, "fits the 227 KB a block may use on sm_90");
   constexpr auto kernel = GemmWgmmaKernel<Format, BN, kHalves>;
+  if (p.tiles_per_block != WgmmaShape<BN, kHalves>::kTiles || p.block_rows != BN) return cudaErrorInvalidValue;
   const cudaError_t err = AllowDynamicSharedMemory<kernel>(static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(p.m_blocks), static_cast<unsigned>(p.n_blocks),
