@@ -146,12 +146,13 @@ for kv in bf16 fp8; do
     done
   fi
 done
-echo "== gpu suite summary =="
-printf '%s\n' "${SUMMARY[@]}"
 [ -f "$LOG_DIR/kernel_check.log" ] && sed -n "/^kernel  *us/,\$p" "$LOG_DIR/kernel_check.log"
 [ -f "$LOG_DIR/bench_engine.log" ] && grep -v '\[info\]' "$LOG_DIR/bench_engine.log"
 [ -f "$LOG_DIR/bench_engine_fp8.log" ] && grep -v '\[info\]' "$LOG_DIR/bench_engine_fp8.log"
 [ -f "$LOG_DIR/bench_engine_wide.log" ] && grep -v '\[info\]' "$LOG_DIR/bench_engine_wide.log"
 [ -f "$LOG_DIR/bench_engine_prefill.log" ] && grep -v '\[info\]' "$LOG_DIR/bench_engine_prefill.log"
+# The summary last: a caller that keeps only the tail of the output keeps it.
+echo "== gpu suite summary =="
+printf '%s\n' "${SUMMARY[@]}"
 echo "gpu suite: $([ $status = 0 ] && echo PASS || echo FAIL)"
 exit $status
