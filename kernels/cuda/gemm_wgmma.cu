@@ -19,7 +19,7 @@
 namespace sparkserve::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;  // two warpgroups; one block a SM
+constexpr int kThreads = 256;  // two warpgroups
 
 // The two shapes: 256 outputs x 128 rows (prefill; one block a SM) and 128 outputs x 64 rows
 // (batched decode; two blocks a SM). 5 stages: S - 2 = 3 loading while one is multiplied.
