@@ -14,6 +14,7 @@
 
 #include "kernels/cuda/decode_layout.cuh"
 #include "kernels/cuda/gemm_linear_kernels.h"
+#include "kernels/cuda/step_launch.h"
 
 namespace sparkserve::kernels::cuda {
 
@@ -49,6 +50,56 @@ __device__ __forceinline__ void GemmStore(const GemmArgs& a, int split, float v,
   if (n >= a.rows || m >= a.out) return;
   if (a.direct) v *= a.OutputScale(m);
   a.dst[(a.direct ? size_t{0} : static_cast<size_t>(split) * a.rows * a.out) + static_cast<size_t>(n) * a.out + m] = v;
+}
+
+// The K stages block (x, y, z) multiplies: [begin, begin + num) of split z (num >= 1: PlanGemm).
+struct GemmKRange {
+  int begin, num;
+};
+__device__ __forceinline__ GemmKRange BlockKRange(const GemmArgs& a) {
+  const int begin = static_cast<int>(blockIdx.z) * a.stages_per_split;
+  return {begin, min(a.in / kGemmStageK, begin + a.stages_per_split) - begin};
+}
+
+// A block's copies of BN activation rows x one 64-element K stage: each thread copies kChunks
+// consecutive 16-byte chunks of one row, to offset(row, chunk) of the stage's buffer (each kernel
+// its own swizzle). Rows past the end repeat the last row (their outputs are never stored).
+template <int BN, int kThreads>
+struct GemmActivationCopy {
+  static constexpr int kChunks = BN * 8 / kThreads;
+  int row, chunk;
+  const __half* src;
+
+  __device__ GemmActivationCopy(const GemmArgs& a, int n0, int tid)
+      : row(tid / (8 / kChunks)),
+        chunk((tid % (8 / kChunks)) * kChunks),
+        src(a.x + static_cast<size_t>(min(n0 + row, a.rows - 1)) * a.in + chunk * 8) {}
+
+  template <typename Offset>
+  __device__ __forceinline__ void Stage(uint8_t* dst, int k_stage, Offset offset) const {
+    const __half* s = src + k_stage * kGemmStageK;
+#pragma unroll
+    for (int j = 0; j < kChunks; ++j) CpAsync16(dst + offset(row, chunk + j), s + j * 8);
+  }
+};
+
+// The pipeline prologue of both kernels: the first S - 1 stages' weights (no earlier kernel writes
+// them) load while the previous kernel drains; after the PDL wait their activations, one cp.async
+// group a stage (group 0 also holds the weights). stage_weights(i) / stage_activations(i) copy stage i.
+template <int S, typename StageWeights, typename StageActivations>
+__device__ __forceinline__ void GemmPrologue(int num, StageWeights&& stage_weights,
+                                             StageActivations&& stage_activations) {
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) {
+    if (i < num) stage_weights(i);
+  }
+  WaitForPriorGrids();
+  AllowNextGrid();
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) {
+    if (i < num) stage_activations(i);
+    CpAsyncCommit();
+  }
 }
 
 // NVFP4: a stage is half of a 128-element decode step: words 2*half, 2*half+1 of every lane's 16

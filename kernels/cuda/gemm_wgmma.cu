@@ -96,36 +96,16 @@ __global__ void __launch_bounds__(kThreads, kHalves == 1 ? 2 : 1) GemmWgmmaKerne
   const bool swiglu = kHalves == 2 && a.swiglu_out != nullptr;  // a block: 128 gate + the same 128 up outputs
   const int tile0 = static_cast<int>(blockIdx.x) * (swiglu ? Shape::kTiles / 2 : Shape::kTiles);
   const int n0 = static_cast<int>(blockIdx.y) * BN;
-  const int k_begin = static_cast<int>(blockIdx.z) * a.stages_per_split;
-  const int num = min(a.in / kGemmStageK, k_begin + a.stages_per_split) - k_begin;  // >= 1 (PlanGemm)
-
-  // Each thread copies kChunks consecutive 16-byte chunks of one activation row a stage; rows past
-  // the end repeat the last row (their outputs are never stored).
-  constexpr int kChunks = BN * 8 / kThreads;
-  const int act_r = tid / (8 / kChunks), act_chunk = (tid % (8 / kChunks)) * kChunks;
-  const __half* act_src = a.x + static_cast<size_t>(min(n0 + act_r, a.rows - 1)) * a.in + act_chunk * 8;
-  auto stage_activations = [&](int i) {
-    uint8_t* dst = act_s + (i % S) * Shape::kActBytes + act_r * 128;
-    const __half* src = act_src + (k_begin + i) * kGemmStageK;
-#pragma unroll
-    for (int j = 0; j < kChunks; ++j) CpAsync16(dst + (((act_chunk + j) ^ (act_r & 7)) * 16), src + j * 8);
-  };
+  const GemmKRange k_range = BlockKRange(a);
+  const int k_begin = k_range.begin, num = k_range.num;
+  const GemmActivationCopy<BN, kThreads> act_copy(a, n0, tid);
   auto stage_weights = [&](int i) {
     Format::Stage(a, tile0, k_begin + i, raw_s + (i % S) * Format::kStageBytes, tid);
   };
-
-  // The first stages' weights (no earlier kernel writes them) load while the previous kernel drains.
-#pragma unroll
-  for (int i = 0; i < S - 1; ++i) {
-    if (i < num) stage_weights(i);
-  }
-  WaitForPriorGrids();
-  AllowNextGrid();
-#pragma unroll
-  for (int i = 0; i < S - 1; ++i) {  // group i: activations of stage i (group 0 also the weights above)
-    if (i < num) stage_activations(i);
-    CpAsyncCommit();
-  }
+  auto stage_activations = [&](int i) {
+    act_copy.Stage(act_s + (i % S) * Shape::kActBytes, k_begin + i, WgmmaSwizzle128Offset);
+  };
+  GemmPrologue<S>(num, stage_weights, stage_activations);
 
   float acc[kHalves][kAcc];
 #pragma unroll

@@ -111,6 +111,8 @@ __device__ __forceinline__ uint64_t WgmmaSwizzle128Descriptor(uint32_t smem_addr
   return (uint64_t{1} << 62) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 16) |
          static_cast<uint64_t>((smem_address & 0x3FFFF) >> 4);
 }
+// Where that layout puts 16-byte chunk c of row r (bytes from the base).
+__device__ __forceinline__ int WgmmaSwizzle128Offset(int r, int c) { return r * 128 + ((c ^ (r & 7)) * 16); }
 // Orders this thread's register writes (A fragments, accumulators) before the next wgmma.
 __device__ __forceinline__ void WgmmaFence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void WgmmaCommit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }

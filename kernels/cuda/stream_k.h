@@ -1,4 +1,4 @@
-// Stream-K work split shared by the skinny linear and the wgmma GEMM: `units` (column block, K
+// Stream-K work split (the skinny linear, its tests): `units` (column block, K
 // stage) pairs, column block major, dealt to `grid` blocks in equal contiguous ranges (one wave:
 // every block resident at once). A block walks its range keeping fp32 accumulators; where a column
 // block ends (or its range does) it writes them as piece p of that column block into partial plane
