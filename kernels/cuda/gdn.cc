@@ -64,7 +64,7 @@ size_t GdnWorkspaceBytes(const GdnShape& shape, int max_step_tokens, int max_seq
 }
 
 absl::Status GatedDeltaNet(const GdnInput& in, const GdnShape& shape, const float* a_log, const float* dt_bias,
-                           const float* norm_w, float eps, const RaggedBatchDevice& batch, float* state,
+                           const float* norm_w, float eps, const RaggedBatchDevice& batch, GdnStateRef state,
                            float* column_state, int max_columns, __half* out, cudaStream_t stream,
                            const GdnWorkspace& workspace) {
   return GatedDeltaNetWith(GdnKernel::kAuto, in, shape, a_log, dt_bias, norm_w, eps, batch, state, column_state,
@@ -73,8 +73,8 @@ absl::Status GatedDeltaNet(const GdnInput& in, const GdnShape& shape, const floa
 
 absl::Status GatedDeltaNetWith(GdnKernel kernel, const GdnInput& in, const GdnShape& shape, const float* a_log,
                                const float* dt_bias, const float* norm_w, float eps, const RaggedBatchDevice& batch,
-                               float* state, float* column_state, int max_columns, __half* out, cudaStream_t stream,
-                               const GdnWorkspace& workspace) {
+                               GdnStateRef state, float* column_state, int max_columns, __half* out,
+                               cudaStream_t stream, const GdnWorkspace& workspace) {
   constexpr const char* kOp = "GatedDeltaNet";
   RETURN_IF_ERROR(CheckBatch(kOp, batch));
   const auto [nk, nv, dk, dv] = shape;
@@ -103,7 +103,7 @@ absl::Status GatedDeltaNetWith(GdnKernel kernel, const GdnInput& in, const GdnSh
     return absl::InvalidArgumentError(fmt::format("{}: z_stride {} < nv * dv = {}", kOp, in.z_stride, nv * dv));
   }
   if (in.mixed == nullptr || in.a == nullptr || in.b == nullptr || in.z == nullptr || a_log == nullptr ||
-      dt_bias == nullptr || norm_w == nullptr || state == nullptr || out == nullptr) {
+      dt_bias == nullptr || norm_w == nullptr || state.data == nullptr || out == nullptr) {
     return absl::InvalidArgumentError(
         fmt::format("{}: mixed, a, b, z, a_log, dt_bias, norm_w, state and out must be non-null", kOp));
   }
@@ -112,7 +112,11 @@ absl::Status GatedDeltaNetWith(GdnKernel kernel, const GdnInput& in, const GdnSh
     return absl::InvalidArgumentError(
         fmt::format("{}: column_state given with max_columns = {} (needs >= 1)", kOp, max_columns));
   }
-  if (!Aligned(state, 16) || (column_state != nullptr && !Aligned(column_state, 16))) {
+  if (column_state != nullptr && state.dtype != GdnStateDtype::kF32) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: column_state (MTP verify) needs an f32 state; this one is bf16", kOp));
+  }
+  if (!Aligned(state.data, 16) || (column_state != nullptr && !Aligned(column_state, 16))) {
     return absl::InvalidArgumentError(fmt::format("{}: state and column_state must be 16-byte aligned", kOp));
   }
   if (!Aligned(out, 8)) return absl::InvalidArgumentError(fmt::format("{}: out must be 8-byte aligned", kOp));

@@ -210,13 +210,13 @@ __global__ void __launch_bounds__(kGdnThreads) GatedDeltaNetKernel(const GdnPara
       p.column_state != nullptr && p.batch.keep_columns != nullptr && p.batch.keep_columns[s] != 0;
   const size_t head_state = static_cast<size_t>(p.dk) * p.dv;
   const size_t slot_state = head_state * p.nv;
-  float* state = p.state + static_cast<size_t>(slot) * slot_state + j * head_state + col;
+  const size_t state0 = static_cast<size_t>(slot) * slot_state + j * head_state + col;  // element of (i = 0, col)
 
   float4 S[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     const int i = rg + kRowGroups * m;
-    S[m] = (!fresh && col_ok && i < p.dk) ? *reinterpret_cast<const float4*>(state + static_cast<size_t>(i) * p.dv)
+    S[m] = (!fresh && col_ok && i < p.dk) ? LoadGdnState4(p.state, state0 + static_cast<size_t>(i) * p.dv, p.state_bf16)
                                           : make_float4(0.f, 0.f, 0.f, 0.f);
   }
 
@@ -338,7 +338,7 @@ __global__ void __launch_bounds__(kGdnThreads) GatedDeltaNetKernel(const GdnPara
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       const int i = rg + kRowGroups * m;
-      if (i < p.dk) *reinterpret_cast<float4*>(state + static_cast<size_t>(i) * p.dv) = S[m];
+      if (i < p.dk) StoreGdnState4(p.state, state0 + static_cast<size_t>(i) * p.dv, S[m], p.state_bf16);
     }
   }
 }
@@ -368,7 +368,7 @@ cudaError_t LaunchCausalConv1dSilu(const float* x, int x_stride, int channels, c
 }
 
 GdnLayerParams MakeGdnLayerParams(const GdnInput& in, const GdnShape& shape, const float* a_log, const float* dt_bias,
-                                  const float* norm_w, float eps, const RaggedBatchDevice& batch, float* state,
+                                  const float* norm_w, float eps, const RaggedBatchDevice& batch, GdnStateRef state,
                                   __half* out) {
   GdnLayerParams p;
   p.mixed = in.mixed;
@@ -388,14 +388,16 @@ GdnLayerParams MakeGdnLayerParams(const GdnInput& in, const GdnShape& shape, con
   p.eps = eps;
   p.q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.dk)));
   p.batch = batch;
-  p.state = state;
+  p.state = state.data;
+  p.state_bf16 = state.dtype == GdnStateDtype::kBf16;
   p.out = out;
   return p;
 }
 
 cudaError_t LaunchGatedDeltaNet(const GdnInput& in, const GdnShape& shape, const float* a_log, const float* dt_bias,
                                 const float* norm_w, float eps, const RaggedBatchDevice& batch, int skip_from_tokens,
-                                float* state, float* column_state, int max_columns, __half* out, cudaStream_t stream) {
+                                GdnStateRef state, float* column_state, int max_columns, __half* out,
+                                cudaStream_t stream) {
   GdnParams p;
   static_cast<GdnLayerParams&>(p) = MakeGdnLayerParams(in, shape, a_log, dt_bias, norm_w, eps, batch, state, out);
   p.skip_from_tokens = skip_from_tokens;

@@ -5,6 +5,7 @@
 // CPU twins: kernels/cpu conv1d.cc, gated_delta.cc, norm.cc (L2NormalizeRows, GatedRmsNorm),
 // activation.cc (GdnGates).
 #pragma once
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
@@ -30,6 +31,23 @@ struct GdnShape {
   int nk = 0, nv = 0, dk = 0, dv = 0;  // key heads, value heads (nv % nk == 0), head dims
 };
 
+// How the recurrent state is stored between steps: f32 (the model's own mamba_ssm_dtype), or bf16
+// for half the memory and half the decode traffic (vLLM's --mamba-ssm-cache-dtype bfloat16). Every
+// kernel widens the state to f32 when it loads it, runs the step's tokens in f32, and rounds the
+// state to bf16 (nearest even) once when it stores it at the end of the step.
+enum class GdnStateDtype { kF32, kBf16 };
+inline size_t GdnStateDtypeBytes(GdnStateDtype d) { return d == GdnStateDtype::kBf16 ? 2 : 4; }
+
+// A state buffer [num_slots, nv, dk, dv] and its dtype; the dtype follows the pointer's type.
+struct GdnStateRef {
+  void* data = nullptr;
+  GdnStateDtype dtype = GdnStateDtype::kF32;
+  GdnStateRef() = default;
+  GdnStateRef(float* d) : data(d), dtype(GdnStateDtype::kF32) {}  // NOLINT(google-explicit-constructor)
+  GdnStateRef(__nv_bfloat16* d) : data(d), dtype(GdnStateDtype::kBf16) {}  // NOLINT(google-explicit-constructor)
+  GdnStateRef(void* d, GdnStateDtype t) : data(d), dtype(t) {}
+};
+
 // Per seq s, value head j (key head j / (nv / nk)), token t in order:
 //   q = l2norm(q_t) * dk^-0.5, k = l2norm(k_t) (eps 1e-6 inside the rsqrt, as L2NormalizeRows)
 //   g = -exp(a_log[j]) * softplus(a[t, j] + dt_bias[j]), beta = sigmoid(b[t, j])
@@ -37,8 +55,9 @@ struct GdnShape {
 //   out[t, j, :] = norm_w * o / rms(o) * silu(z[t, j, :])   (eps `eps`), as f16
 // mixed [T, *]: q at mixed[t * mixed_stride + h * dk] (h < nk), k after nk * dk, v after 2 * nk * dk
 // (nv heads of dv); a, b at a[t * ab_stride + j], b[t * ab_stride + j]; z at z[t * z_stride + j * dv + i].
-// state f32 [num_slots, nv, dk, dv] (zeros assumed when start_pos == 0); with keep_columns and a
-// non-null column_state, column_state[slot, i] [nv, dk, dv] receives the state after token i.
+// state [num_slots, nv, dk, dv], f32 or bf16 (GdnStateRef; zeros assumed when start_pos == 0); with
+// keep_columns and a non-null column_state (f32 state only), column_state[slot, i] [nv, dk, dv] f32
+// receives the state after token i.
 // out f16 [T, nv * dv].
 struct GdnInput {
   const float* mixed = nullptr;
@@ -90,7 +109,7 @@ size_t GdnWorkspaceBytes(const GdnShape& shape, int max_step_tokens, int max_seq
 // of < 16 tokens a seq, dk > 128) the sequential kernel takes every seq. A workspace too small for the step is an
 // InvalidArgument.
 absl::Status GatedDeltaNet(const GdnInput& in, const GdnShape& shape, const float* a_log, const float* dt_bias,
-                           const float* norm_w, float eps, const RaggedBatchDevice& batch, float* state,
+                           const float* norm_w, float eps, const RaggedBatchDevice& batch, GdnStateRef state,
                            float* column_state, int max_columns, __half* out, cudaStream_t stream,
                            const GdnWorkspace& workspace = {});
 
@@ -108,7 +127,7 @@ absl::Status GatedDeltaNet(const GdnInput& in, const GdnShape& shape, const floa
 enum class GdnKernel { kAuto, kSequential, kChunked, kChunkedSimt, kChunkedSmall, kDecode };
 absl::Status GatedDeltaNetWith(GdnKernel kernel, const GdnInput& in, const GdnShape& shape, const float* a_log,
                                const float* dt_bias, const float* norm_w, float eps, const RaggedBatchDevice& batch,
-                               float* state, float* column_state, int max_columns, __half* out, cudaStream_t stream,
-                               const GdnWorkspace& workspace = {});
+                               GdnStateRef state, float* column_state, int max_columns, __half* out,
+                               cudaStream_t stream, const GdnWorkspace& workspace = {});
 
 }  // namespace sparkserve::kernels::cuda

@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kThreads, 1) GdnChunkRecurrenceKernel(const Gd
   const bool has_rows = 16 * warp < dkp;       // step d: state rows 16 warp.. (all 4 n-tiles)
   const int slot = p.batch.slots[s];
   const bool fresh = p.batch.start_pos[s] == 0;
-  float* state = p.state + (static_cast<size_t>(slot) * p.nv + j) * static_cast<size_t>(dk) * dv;
+  const size_t state0 = (static_cast<size_t>(slot) * p.nv + j) * static_cast<size_t>(dk) * dv;  // element (0, 0)
   const uint8_t* rec0 = p.records + (static_cast<size_t>(slot0) * p.nv + j) * static_cast<size_t>(L.bytes);
   const size_t rec_stride = static_cast<size_t>(p.nv) * static_cast<size_t>(L.bytes);  // chunk to chunk
 
@@ -143,8 +143,9 @@ __global__ void __launch_bounds__(kThreads, 1) GdnChunkRecurrenceKernel(const Gd
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int r = 16 * warp + g + 8 * (e >> 1), c = 8 * nn + 2 * t + (e & 1);
-      sreg[nn][e] = (!fresh && has_rows && r < dk && col0 + c < dv) ? state[static_cast<size_t>(r) * dv + col0 + c]
-                                                                    : 0.0f;
+      sreg[nn][e] = (!fresh && has_rows && r < dk && col0 + c < dv)
+                        ? LoadGdnState(p.state, state0 + static_cast<size_t>(r) * dv + col0 + c, p.state_bf16)
+                        : 0.0f;
       if (has_rows) Ss[r * kLdSlice + c] = sreg[nn][e];
     }
   }
@@ -264,8 +265,8 @@ __global__ void __launch_bounds__(kThreads, 1) GdnChunkRecurrenceKernel(const Gd
       for (int h = 0; h < 2; ++h) {
         const int r = 16 * warp + g + 8 * h, c = col0 + 8 * nn + 2 * t;
         if (r < dk && c < dv) {
-          *reinterpret_cast<float2*>(state + static_cast<size_t>(r) * dv + c) =
-              make_float2(sreg[nn][2 * h], sreg[nn][2 * h + 1]);
+          StoreGdnState2(p.state, state0 + static_cast<size_t>(r) * dv + c, make_float2(sreg[nn][2 * h], sreg[nn][2 * h + 1]),
+                         p.state_bf16);
         }
       }
     }
@@ -343,7 +344,7 @@ std::optional<GdnChunkedVariant> GdnChunkedVariantFor(int dk, int dv) {
 cudaError_t LaunchGatedDeltaNetChunked(const GdnInput& in, const GdnShape& shape, const float* a_log,
                                        const float* dt_bias, const float* norm_w, float eps,
                                        const RaggedBatchDevice& batch, int min_tokens, GdnChunkedVariant variant,
-                                       bool exact, float* state, __half* out, void* workspace,
+                                       bool exact, GdnStateRef state, __half* out, void* workspace,
                                        size_t workspace_bytes, cudaStream_t stream) {
   namespace gc = gdn_chunked;
   if (shape.dk < 1 || shape.dk > kGdnChunkedMaxDk || shape.dv < 4 || shape.dv > kGdnMaxDv || shape.dv % 4 != 0 ||

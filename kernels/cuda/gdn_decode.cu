@@ -100,13 +100,13 @@ __global__ void __launch_bounds__(kDecodeThreads, DecodeMinBlocks(CG, M))
   // Every load of the block before any math: the state slice (registers), then q/k, v, z and the
   // gates (staged in shared memory, so they hold no registers across the block).
   const size_t head_state = static_cast<size_t>(p.dk) * p.dv;
-  // Row row0 of this thread's columns; row row0 + m is m * dv floats further (32-bit offsets).
-  float* state = p.state + (static_cast<size_t>(slot) * p.nv + j) * head_state + static_cast<size_t>(row0) * p.dv + col;
+  // Element (row0, col) of this thread's columns; row row0 + m is m * dv elements further (32-bit offsets).
+  const size_t state0 = (static_cast<size_t>(slot) * p.nv + j) * head_state + static_cast<size_t>(row0) * p.dv + col;
   const int rows = min(M, p.dk - row0);  // this thread's rows below dk (may be <= 0)
   float4 S[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    S[m] = (decode_seq && !fresh && col_ok && m < rows) ? __ldcs(reinterpret_cast<const float4*>(state + m * p.dv))
+    S[m] = (decode_seq && !fresh && col_ok && m < rows) ? LoadGdnState4(p.state, state0 + m * p.dv, p.state_bf16)
                                                         : make_float4(0.f, 0.f, 0.f, 0.f);
   }
   if (!decode_seq) return;                             // the same for the whole cluster, before any cluster barrier
@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(kDecodeThreads, DecodeMinBlocks(CG, M))
         float4& Sm = S[u + y];
 #pragma unroll
         for (int x = 0; x < 4; ++x) Lane(Sm, x) = fmaf(kn, Lane(delta, x), decay * Lane(Sm, x));
-        if (u + y < rows) __stcs(reinterpret_cast<float4*>(state + (u + y) * p.dv), Sm);
+        if (u + y < rows) StoreGdnState4(p.state, state0 + (u + y) * p.dv, Sm, p.state_bf16);
       }
     }
   }
@@ -254,8 +254,8 @@ bool GdnDecodeUsesWholeHeads(const GdnShape& shape, int num_seqs) {
 
 cudaError_t LaunchGatedDeltaNetDecode(const GdnInput& in, const GdnShape& shape, const float* a_log,
                                       const float* dt_bias, const float* norm_w, float eps,
-                                      const RaggedBatchDevice& batch, GdnDecodeLayout layout, float* state, __half* out,
-                                      cudaStream_t stream) {
+                                      const RaggedBatchDevice& batch, GdnDecodeLayout layout, GdnStateRef state,
+                                      __half* out, cudaStream_t stream) {
   const GdnLayerParams p = MakeGdnLayerParams(in, shape, a_log, dt_bias, norm_w, eps, batch, state, out);
   const bool whole = layout == GdnDecodeLayout::kWholeHead ||
                      (layout == GdnDecodeLayout::kAuto && GdnDecodeUsesWholeHeads(shape, batch.num_seqs));

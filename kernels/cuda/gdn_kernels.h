@@ -50,11 +50,12 @@ struct GdnLayerParams {
   float eps;
   float q_scale;  // dk^-0.5, as the CPU model
   RaggedBatchDevice batch;
-  float* state;
+  void* state;      // [num_slots, nv, dk, dv]: f32, or bf16 when state_bf16 (gdn_math.cuh loads / stores it)
+  bool state_bf16;
   __half* out;
 };
 GdnLayerParams MakeGdnLayerParams(const GdnInput& in, const GdnShape& shape, const float* a_log, const float* dt_bias,
-                                  const float* norm_w, float eps, const RaggedBatchDevice& batch, float* state,
+                                  const float* norm_w, float eps, const RaggedBatchDevice& batch, GdnStateRef state,
                                   __half* out);
 
 cudaError_t LaunchCausalConv1dSilu(const float* x, int x_stride, int channels, const float* w, int K,
@@ -65,7 +66,8 @@ cudaError_t LaunchCausalConv1dSilu(const float* x, int x_stride, int channels, c
 // tokens; INT_MAX: it takes every seq.
 cudaError_t LaunchGatedDeltaNet(const GdnInput& in, const GdnShape& shape, const float* a_log, const float* dt_bias,
                                 const float* norm_w, float eps, const RaggedBatchDevice& batch, int skip_from_tokens,
-                                float* state, float* column_state, int max_columns, __half* out, cudaStream_t stream);
+                                GdnStateRef state, float* column_state, int max_columns, __half* out,
+                                cudaStream_t stream);
 
 // ---- The chunked path (gdn_chunked_prep.cu, gdn_chunked.cu; gdn.h has the algebra) ----
 // One prepared chunk (a "record") of one value head in the workspace, byte offsets (all multiples
@@ -181,7 +183,7 @@ std::optional<GdnChunkedVariant> GdnChunkedVariantFor(int dk, int dv);
 cudaError_t LaunchGatedDeltaNetChunked(const GdnInput& in, const GdnShape& shape, const float* a_log,
                                        const float* dt_bias, const float* norm_w, float eps,
                                        const RaggedBatchDevice& batch, int min_tokens, GdnChunkedVariant variant,
-                                       bool exact, float* state, __half* out, void* workspace,
+                                       bool exact, GdnStateRef state, __half* out, void* workspace,
                                        size_t workspace_bytes, cudaStream_t stream);
 
 // GatedDeltaNetDecode (gdn_decode.cu): seqs of exactly 1 token (others are left untouched), one read
@@ -194,7 +196,7 @@ enum class GdnDecodeLayout { kAuto, kWholeHead, kSplitColumns };  // tests force
 bool GdnDecodeUsesWholeHeads(const GdnShape& shape, int num_seqs);  // what kAuto picks
 cudaError_t LaunchGatedDeltaNetDecode(const GdnInput& in, const GdnShape& shape, const float* a_log,
                                       const float* dt_bias, const float* norm_w, float eps,
-                                      const RaggedBatchDevice& batch, GdnDecodeLayout layout, float* state,
+                                      const RaggedBatchDevice& batch, GdnDecodeLayout layout, GdnStateRef state,
                                       __half* out, cudaStream_t stream);
 
 }  // namespace sparkserve::kernels::cuda
