@@ -120,6 +120,7 @@ int RunBenchEngine(const BenchEngineArgs& a) {
   sizing.max_step_tokens = std::max(a.max_step_tokens, max_batch);
   sizing.cuda_graphs = !a.enforce_eager;
   sizing.kv_dtype = a.kv_dtype;
+  sizing.state_dtype = a.state_dtype;
   auto loaded = head::LoadModelRunner(a.model_dir, sizing);
   if (!loaded.ok()) {
     spdlog::error("bench engine: loading {}: {}", a.model_dir, std::string(loaded.status().message()));

@@ -24,6 +24,7 @@ struct BenchEngineArgs {
   int max_step_tokens = head::RunnerSizing{}.max_step_tokens;  // prefill tokens a step, as serve's default
   bool enforce_eager = false;
   std::string kv_dtype = "bf16";  // bf16 | fp8 (cuda)
+  std::string state_dtype = "fp32";  // GDN state: fp32 | bf16 (cuda)
   bool profile = false;    // cuda: per-op GPU time of one more decode step per point
   std::string json_path;   // write results to this file ("-": stdout, and the table to stderr)
 };

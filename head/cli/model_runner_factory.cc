@@ -20,6 +20,10 @@ absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& dir, const Runne
   if (s.kv_dtype != "bf16" && s.kv_dtype != "fp8") {
     return absl::InvalidArgumentError(fmt::format("unknown KV cache dtype '{}' (expected bf16 or fp8)", s.kv_dtype));
   }
+  if (s.state_dtype != "fp32" && s.state_dtype != "bf16") {
+    return absl::InvalidArgumentError(
+        fmt::format("unknown GDN state dtype '{}' (expected fp32 or bf16)", s.state_dtype));
+  }
   const int pages = s.max_batch * ((s.max_seq_len + s.kv_page_size - 1) / s.kv_page_size);
   LoadedRunner out;
   std::string backend = s.backend;
@@ -36,6 +40,10 @@ absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& dir, const Runne
     if (s.kv_dtype == "fp8") {
       return absl::InvalidArgumentError(
           "an fp8 KV cache needs the CUDA backend (--backend cuda); the CPU reference keeps K/V in fp32");
+    }
+    if (s.state_dtype == "bf16") {
+      return absl::InvalidArgumentError(
+          "a bf16 GDN state needs the CUDA backend (--backend cuda); the CPU reference keeps the state in fp32");
     }
     model::CpuRunnerOptions o;
     o.max_seq_len = s.max_seq_len;
@@ -68,6 +76,7 @@ absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& dir, const Runne
   o.max_step_tokens = std::max(s.max_step_tokens, s.max_batch);
   o.cuda_graphs = s.cuda_graphs;
   o.kv_dtype = s.kv_dtype == "fp8" ? kernels::cuda::KvDtype::kFp8E4M3 : kernels::cuda::KvDtype::kBf16;
+  o.state_dtype = s.state_dtype == "bf16" ? kernels::cuda::GdnStateDtype::kBf16 : kernels::cuda::GdnStateDtype::kF32;
   o.w4a4_prefill = s.w4a4_prefill;
   if (s.w4a4_prefill && dev.major != 12) {
     return absl::InvalidArgumentError(fmt::format(

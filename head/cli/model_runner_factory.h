@@ -25,6 +25,9 @@ struct RunnerSizing {
   // KV cache element type: bf16 | fp8 (cuda only: float8_e4m3fn with the checkpoint's per-layer
   // k_scale / v_scale, half the bytes a token; the CPU reference keeps fp32 K/V).
   std::string kv_dtype = "bf16";
+  // GDN recurrent state element type between steps: fp32 (the model's mamba_ssm_dtype) | bf16 (cuda
+  // only: half the state memory and half the GDN decode traffic; the recurrence still runs in f32).
+  std::string state_dtype = "fp32";
   // cuda on Blackwell (sm_120/121): NVFP4 prefill linears as W4A4 on block-scaled FP4 tensor cores
   // (activations quantised with the checkpoint's input_global_scale); untested on hardware, opt-in.
   bool w4a4_prefill = false;
@@ -38,7 +41,7 @@ struct LoadedRunner {
 };
 
 // CPU: KV pages cover every slot at max_seq_len. CUDA: sized from device memory. Errors: unknown
-// backend or KV dtype (fp8 on the CPU backend), CUDA unavailable (no driver, no GPU, or a CPU-only build, each said so), a KV cache that
+// backend, KV or state dtype (fp8 KV or a bf16 state on the CPU backend), CUDA unavailable (no driver, no GPU, or a CPU-only build, each said so), a KV cache that
 // cannot hold one max_seq_len sequence (saying what to lower), and the loader's own errors.
 absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& model_dir, const RunnerSizing& sizing);
 

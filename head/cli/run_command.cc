@@ -27,6 +27,7 @@ struct RunArgs {
   bool json = false;
   std::string backend = "cpu";
   std::string kv_dtype = "bf16";
+  std::string state_dtype = "fp32";
 };
 
 int RunGenerate(const RunArgs& a) {
@@ -48,6 +49,7 @@ int RunGenerate(const RunArgs& a) {
   RunnerSizing sizing;
   sizing.backend = a.backend;
   sizing.kv_dtype = a.kv_dtype;
+  sizing.state_dtype = a.state_dtype;
   sizing.max_batch = 1;
   sizing.max_seq_len = static_cast<int>(max_len);
   sizing.max_step_tokens = static_cast<int>(max_len);  // the prompt in one step
@@ -123,6 +125,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--backend", a->backend, "cpu|cuda (default cpu)");
   cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache dtype: bf16 (default) or fp8 (CUDA only)")
       ->check(CLI::IsMember({"bf16", "fp8"}));
+  cmd->add_option("--state-dtype", a->state_dtype, "GDN recurrent state dtype: fp32 (default) or bf16 (CUDA only)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_option("--temperature", a->temperature, "0 = greedy (default 0)");
   cmd->add_option("--seed", a->seed, "sampling seed (default: random)");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "do not stop on the model's eos ids");

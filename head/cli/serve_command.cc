@@ -35,6 +35,7 @@ struct ServeArgs {
   int prefill_chunk = 0;  // 0: the step budget
   int max_num_batched_tokens = RunnerSizing{}.max_step_tokens;
   std::string kv_dtype = "bf16";
+  std::string state_dtype = "fp32";
   bool w4a4_prefill = false;
   std::string api_key;
   std::string served_model_name;
@@ -137,6 +138,7 @@ int Serve(const ServeArgs& a) {
   sizing.cuda_graphs = !a.enforce_eager;
   sizing.gpu_memory_utilization = a.gpu_memory_utilization;
   sizing.kv_dtype = a.kv_dtype;
+  sizing.state_dtype = a.state_dtype;
   sizing.w4a4_prefill = a.w4a4_prefill;
   auto loaded = LoadModelRunner(a.dir, sizing);
   if (!loaded.ok()) {
@@ -206,6 +208,9 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "KV cache dtype: bf16 (default) or fp8 (CUDA only: e4m3 with the checkpoint's calibrated k/v scales, "
                   "half the memory a token; the CPU backend keeps fp32)")
       ->check(CLI::IsMember({"bf16", "fp8"}));
+  cmd->add_option("--state-dtype", a->state_dtype,
+                  "GDN recurrent state dtype: fp32 (default, the model's mamba_ssm_dtype) or bf16 (CUDA only: half the state memory and half the GDN decode traffic; the recurrence still runs in fp32, the state rounds to bf16 once a step)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_flag("--w4a4-prefill", a->w4a4_prefill,
                 "cuda, Blackwell sm_120/121 only: prefill NVFP4 linears as W4A4 (activations quantised with the "
                 "checkpoint's calibrated input scales) on FP4 tensor cores; EXPERIMENTAL, not yet run on hardware");

@@ -49,18 +49,49 @@ __device__ __forceinline__ float Lane(const float4& v, int x) {
 __device__ __forceinline__ void Add(float4& a, const float4& b) { a.x += b.x, a.y += b.y, a.z += b.z, a.w += b.w; }
 
 // Blocks an SM the register budget is set for (no spills on sm_90a): 2 when a thread holds 64 state
-// floats (whole head at dk 128: 128 registers), more for the smaller instantiations.
-constexpr int DecodeMinBlocks(int CG, int M) { return M >= 8 ? 2 : (CG == 32 ? 3 : 4); }
+// floats (whole head at dk 128: 128 registers), more for the smaller instantiations. A whole head of
+// bf16 state (held packed, half the registers) one more, for more loads in flight: at dk 128 that
+// caps it at 80 registers and spills 56 bytes, and still runs the 4B's 64-seq layer in 46 us against
+// 60 us at two blocks an SM (H200, bench/RESULTS.md).
+constexpr int DecodeMinBlocks(int CG, int M, bool bf16) {
+  return (M >= 8 ? 2 : (CG == 32 ? 3 : 4)) + (bf16 && CG == 32 ? 1 : 0);
+}
+
+// A thread's state row of 4 columns as held in registers: f32, or (bf16 state) the 4 stored bf16
+// values packed in a uint2, widened where the math reads them, so that a thread holds twice the rows.
+template <bool kBf16State>
+struct StateRow;
+template <>
+struct StateRow<false> {
+  using Type = float4;
+  static __device__ __forceinline__ float4 Widen(const float4& r) { return r; }
+  static __device__ __forceinline__ float4 Load(const void* state, size_t i) { return LoadGdnState4(state, i, false); }
+  static __device__ __forceinline__ float4 Zero() { return make_float4(0.f, 0.f, 0.f, 0.f); }
+};
+template <>
+struct StateRow<true> {
+  using Type = uint2;
+  static __device__ __forceinline__ float4 Widen(const uint2& r) {
+    const float2 lo = Bf16PairToFloat2(r.x), hi = Bf16PairToFloat2(r.y);
+    return make_float4(lo.x, lo.y, hi.x, hi.y);
+  }
+  static __device__ __forceinline__ uint2 Load(const void* state, size_t i) {
+    return __ldcs(reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(state) + i));
+  }
+  static __device__ __forceinline__ uint2 Zero() { return make_uint2(0u, 0u); }
+};
 
 // grid (slices, nv, num_seqs); cluster (slices, 1, 1) when slices > 1. CG float4 column groups a
-// block, M rows a thread (dk <= (256 / CG) * M).
-template <int CG, int M>
-__global__ void __launch_bounds__(kDecodeThreads, DecodeMinBlocks(CG, M))
+// block, M rows a thread (dk <= (256 / CG) * M). kBf16State: the state is stored as bf16
+// (p.state_bf16) and held packed (StateRow).
+template <int CG, int M, bool kBf16State>
+__global__ void __launch_bounds__(kDecodeThreads, DecodeMinBlocks(CG, M, kBf16State))
     GatedDeltaNetDecodeKernel(const GdnLayerParams p) {
   constexpr int kRowGroups = kDecodeThreads / CG;
   constexpr int kRows = kRowGroups * M;  // rows this instantiation covers (>= dk)
   static_assert(CG <= 32 && 32 % CG == 0 && M % 4 == 0);
   static_assert(kRows <= kDecodeThreads && 4 * CG <= kDecodeThreads, "one staged element a thread");
+  using Row = StateRow<kBf16State>;
   __shared__ __align__(16) float qk[2][kRows];               // q_raw, k_raw of the key head; zeros past dk
   __shared__ __align__(16) float cols[3][4 * CG];            // v, z, norm_w of the block's columns; zeros past dv
   __shared__ float gates[2];                                 // decay = exp(g), beta
@@ -102,12 +133,13 @@ __global__ void __launch_bounds__(kDecodeThreads, DecodeMinBlocks(CG, M))
   const size_t head_state = static_cast<size_t>(p.dk) * p.dv;
   // Element (row0, col) of this thread's columns; row row0 + m is m * dv elements further (32-bit offsets).
   const size_t state0 = (static_cast<size_t>(slot) * p.nv + j) * head_state + static_cast<size_t>(row0) * p.dv + col;
+  // This thread's first element, then rows at 32-bit element offsets m * dv (one base register).
+  void* const my_state = static_cast<uint8_t*>(p.state) + state0 * (kBf16State ? 2 : 4);
   const int rows = min(M, p.dk - row0);  // this thread's rows below dk (may be <= 0)
-  float4 S[M];
+  typename Row::Type S[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    S[m] = (decode_seq && !fresh && col_ok && m < rows) ? LoadGdnState4(p.state, state0 + m * p.dv, p.state_bf16)
-                                                        : make_float4(0.f, 0.f, 0.f, 0.f);
+    S[m] = (decode_seq && !fresh && col_ok && m < rows) ? Row::Load(my_state, static_cast<uint32_t>(m * p.dv)) : Row::Zero();
   }
   if (!decode_seq) return;                             // the same for the whole cluster, before any cluster barrier
   if (slices > 1) __cluster_barrier_arrive_relaxed();  // "this block runs"; waited before the DSMEM push
@@ -143,7 +175,7 @@ __global__ void __launch_bounds__(kDecodeThreads, DecodeMinBlocks(CG, M))
 #pragma unroll
     for (int y = 0; y < 4; ++y) {
       const float qv = Lane(q4, y), kv = Lane(k4, y);
-      const float4& Sm = S[u + y];
+      const float4 Sm = Row::Widen(S[u + y]);
 #pragma unroll
       for (int x = 0; x < 4; ++x) {
         r[x] = fmaf(Lane(Sm, x), kv, r[x]);
@@ -208,10 +240,10 @@ __global__ void __launch_bounds__(kDecodeThreads, DecodeMinBlocks(CG, M))
 #pragma unroll
       for (int y = 0; y < 4; ++y) {
         const float kn = Lane(k4, y) * inv_k;
-        float4& Sm = S[u + y];
+        float4 Sm = Row::Widen(S[u + y]);
 #pragma unroll
         for (int x = 0; x < 4; ++x) Lane(Sm, x) = fmaf(kn, Lane(delta, x), decay * Lane(Sm, x));
-        if (u + y < rows) StoreGdnState4(p.state, state0 + (u + y) * p.dv, Sm, p.state_bf16);
+        if (u + y < rows) StoreGdnState4(my_state, static_cast<uint32_t>((u + y) * p.dv), Sm, kBf16State);
       }
     }
   }
@@ -237,12 +269,27 @@ __global__ void __launch_bounds__(kDecodeThreads, DecodeMinBlocks(CG, M))
   }
 }
 
-template <int CG, int M>
+template <int CG, int M, bool kBf16State>
 cudaError_t LaunchDecode(const GdnLayerParams& p, cudaStream_t stream) {
   const int slices = (p.dv + 4 * CG - 1) / (4 * CG);
-  return LaunchStepKernelInClusters(GatedDeltaNetDecodeKernel<CG, M>, dim3(slices, p.nv, p.batch.num_seqs),
-                                    dim3(kDecodeThreads), 0, stream, slices > 1 ? static_cast<unsigned>(slices) : 0u,
-                                    p);
+  return LaunchStepKernelInClusters(GatedDeltaNetDecodeKernel<CG, M, kBf16State>,
+                                    dim3(slices, p.nv, p.batch.num_seqs), dim3(kDecodeThreads), 0, stream,
+                                    slices > 1 ? static_cast<unsigned>(slices) : 0u, p);
+}
+
+// The decode kernel for the state dtype (a bf16 state is held packed: more blocks an SM, so more
+// state loads in flight).
+template <bool kBf16State>
+cudaError_t LaunchDecodeFor(const GdnShape& shape, bool whole, const GdnLayerParams& p, cudaStream_t stream) {
+  if (whole) {  // 8 row groups
+    if (shape.dk <= 32) return LaunchDecode<kWholeHeadGroups, 4, kBf16State>(p, stream);
+    if (shape.dk <= 64) return LaunchDecode<kWholeHeadGroups, 8, kBf16State>(p, stream);
+    if (shape.dk <= kGdnDecodeWholeHeadMaxDk) return LaunchDecode<kWholeHeadGroups, 16, kBf16State>(p, stream);
+    return cudaErrorInvalidValue;
+  }
+  // 32 row groups
+  if (shape.dk <= 128) return LaunchDecode<kSplitGroups, 4, kBf16State>(p, stream);
+  return LaunchDecode<kSplitGroups, 8, kBf16State>(p, stream);
 }
 
 }  // namespace
@@ -260,15 +307,7 @@ cudaError_t LaunchGatedDeltaNetDecode(const GdnInput& in, const GdnShape& shape,
   const bool whole = layout == GdnDecodeLayout::kWholeHead ||
                      (layout == GdnDecodeLayout::kAuto && GdnDecodeUsesWholeHeads(shape, batch.num_seqs));
   if (shape.dv > kGdnMaxDv || shape.dk > kGdnMaxDk) return cudaErrorInvalidValue;
-  if (whole) {  // 8 row groups
-    if (shape.dk <= 32) return LaunchDecode<kWholeHeadGroups, 4>(p, stream);
-    if (shape.dk <= 64) return LaunchDecode<kWholeHeadGroups, 8>(p, stream);
-    if (shape.dk <= kGdnDecodeWholeHeadMaxDk) return LaunchDecode<kWholeHeadGroups, 16>(p, stream);
-    return cudaErrorInvalidValue;
-  }
-  // 32 row groups
-  if (shape.dk <= 128) return LaunchDecode<kSplitGroups, 4>(p, stream);
-  return LaunchDecode<kSplitGroups, 8>(p, stream);
+  return p.state_bf16 ? LaunchDecodeFor<true>(shape, whole, p, stream) : LaunchDecodeFor<false>(shape, whole, p, stream);
 }
 
 }  // namespace sparkserve::kernels::cuda

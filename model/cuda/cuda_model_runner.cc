@@ -51,6 +51,9 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Load(const std
 CudaModelRunner::~CudaModelRunner() {
   for (auto& [size, exec] : decode_graphs_) cudaGraphExecDestroy(exec);
   if (meta_host_ != nullptr) cudaFreeHost(meta_host_);
+  if (gate_fork_ != nullptr) cudaEventDestroy(gate_fork_);
+  if (gate_join_ != nullptr) cudaEventDestroy(gate_join_);
+  if (gate_stream_ != nullptr) cudaStreamDestroy(gate_stream_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -59,6 +62,9 @@ absl::Status CudaModelRunner::Init(const std::string& model_dir) {
   fused_add_norm_ = std::getenv("SPARKSERVE_CUDA_UNFUSED_NORM") == nullptr;
   CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&gate_stream_, cudaStreamNonBlocking));
+  CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&gate_fork_, cudaEventDisableTiming));
+  CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&gate_join_, cudaEventDisableTiming));
   ASSIGN_OR_RETURN(config_, LoadQwen35Config(model_dir));
   std::map<std::string, std::pair<float, float>> kv_scales;  // attention module -> {k_scale, v_scale}
   {
@@ -85,7 +91,8 @@ absl::Status CudaModelRunner::Init(const std::string& model_dir) {
       kv_index_.push_back(-1);
       gdn_index_.push_back(static_cast<int32_t>(gdn_.size()));
       GdnState g;
-      ASSIGN_OR_RETURN(g.recurrent, DeviceBuffer<float>::Zeros(static_cast<size_t>(S * nv * dk * dv)));
+      const size_t state_bytes = kc::GdnStateDtypeBytes(options_.state_dtype);
+      ASSIGN_OR_RETURN(g.recurrent, DeviceBuffer<uint8_t>::Zeros(static_cast<size_t>(S * nv * dk * dv) * state_bytes));
       ASSIGN_OR_RETURN(g.conv, DeviceBuffer<float>::Zeros(static_cast<size_t>(S * C * std::max<int64_t>(K - 1, 1))));
       total += static_cast<int64_t>(g.recurrent.bytes() + g.conv.bytes());
       gdn_.push_back(std::move(g));
@@ -140,6 +147,13 @@ absl::Status CudaModelRunner::Init(const std::string& model_dir) {
     ws = std::max(ws, kc::PagedAttentionWorkspaceBytes(static_cast<int>(T), static_cast<int>(H), static_cast<int>(hd)));
   }
   ASSIGN_OR_RETURN(workspace_, Buffer<uint8_t>(ws, &total));
+  size_t gate_ws = 16;
+  for (const CudaLayerWeights& l : weights_.layers) {
+    for (const CudaLinear* lin : {&l.gdn.ab, &l.gdn.in_proj_a, &l.gdn.in_proj_b}) {
+      gate_ws = std::max(gate_ws, lin->workspace_bytes(static_cast<int>(T)));
+    }
+  }
+  ASSIGN_OR_RETURN(gate_workspace_, Buffer<uint8_t>(gate_ws, &total));
   if (!gdn_.empty()) {  // 0 where the chunked GDN path cannot run: prefill then takes the sequential kernel
     const kc::GdnShape gs{static_cast<int>(nk), static_cast<int>(nv), static_cast<int>(dk), static_cast<int>(dv)};
     const size_t gdn_ws = kc::GdnWorkspaceBytes(gs, static_cast<int>(T), static_cast<int>(S));
@@ -186,11 +200,13 @@ absl::Status CudaModelRunner::Init(const std::string& model_dir) {
   CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   device_bytes_ = total + weights_.decode_weight_bytes() + static_cast<int64_t>(weights_.embed_tokens.bytes());
   spdlog::info("cuda runner: {} layers ({} attention, {} GDN), {:.2f} GB of weights read per decode step, "
-               "{} {} KV pages of {} tokens ({} full sequences of {}), {:.2f} GB of device memory", c.num_hidden_layers,
+               "{} {} KV pages of {} tokens ({} full sequences of {}), {} GDN state, {:.2f} GB of device memory",
+               c.num_hidden_layers,
                kv_.size(), gdn_.size(), static_cast<double>(weights_.decode_weight_bytes()) / 1e9,
                options_.num_kv_pages, options_.kv_dtype == kc::KvDtype::kFp8E4M3 ? "fp8" : "bf16",
                options_.kv_page_size,
                options_.num_kv_pages / std::max(1, pages_stride_), options_.max_seq_len,
+               options_.state_dtype == kc::GdnStateDtype::kBf16 ? "bf16" : "fp32",
                static_cast<double>(device_bytes_) / 1e9);
   return absl::OkStatus();
 }
@@ -308,6 +324,32 @@ absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
       const float* qkv;  // [T, C] at row stride qkv_stride
       kc::GdnInput in;
       int qkv_stride;
+      // The gate projections on gate_stream_ (when not profiling, so that every op's time stays its
+      // own), overlapping the qkvz GEMM and the conv; joined before the recurrence.
+      const bool gates_aside = !profiling_;
+      if (gates_aside) {
+        CUDA_RETURN_IF_ERROR(cudaEventRecord(gate_fork_, stream_));
+        CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(gate_stream_, gate_fork_, 0));
+      }
+      const cudaStream_t gate_stream = gates_aside ? gate_stream_ : stream_;
+      void* gate_workspace = gates_aside ? gate_workspace_.data() : workspace_.data();
+      if (g.ab.out() > 0) {  // proj2 [T, 2 * nv]
+        RETURN_IF_ERROR(g.ab.Run(act16, T, proj2_.data(), gate_workspace, gate_stream));
+        in.a = proj2_.data();
+        in.b = proj2_.data() + gs.nv;
+        in.ab_stride = 2 * gs.nv;
+      } else {  // proj2 / proj3 [T, nv]
+        RETURN_IF_ERROR(g.in_proj_a.Run(act16, T, proj2_.data(), gate_workspace, gate_stream));
+        RETURN_IF_ERROR(g.in_proj_b.Run(act16, T, proj3_.data(), gate_workspace, gate_stream));
+        in.a = proj2_.data();
+        in.b = proj3_.data();
+        in.ab_stride = gs.nv;
+      }
+      if (gates_aside) {
+        CUDA_RETURN_IF_ERROR(cudaEventRecord(gate_join_, gate_stream_));
+      } else {
+        RETURN_IF_ERROR(Mark("in_proj_ab"));
+      }
       if (g.qkvz.out() > 0) {  // proj0 [T, C + nv * dv]
         RETURN_IF_ERROR(RunLinear(g.qkvz, act16, T, proj0_.data()));
         qkv = proj0_.data();
@@ -322,25 +364,15 @@ absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
         in.z = proj1_.data();
         in.z_stride = gs.nv * gs.dv;
       }
-      if (g.ab.out() > 0) {  // proj2 [T, 2 * nv]
-        RETURN_IF_ERROR(RunLinear(g.ab, act16, T, proj2_.data()));
-        in.a = proj2_.data();
-        in.b = proj2_.data() + gs.nv;
-        in.ab_stride = 2 * gs.nv;
-      } else {  // proj2 / proj3 [T, nv]
-        RETURN_IF_ERROR(RunLinear(g.in_proj_a, act16, T, proj2_.data()));
-        RETURN_IF_ERROR(RunLinear(g.in_proj_b, act16, T, proj3_.data()));
-        in.a = proj2_.data();
-        in.b = proj3_.data();
-        in.ab_stride = gs.nv;
-      }
       RETURN_IF_ERROR(kc::CausalConv1dSilu(qkv, qkv_stride, C, g.conv1d.data(), K, batch, st.conv.data(), nullptr, 0,
                                            mixed_.data(), stream_));
       RETURN_IF_ERROR(Mark("gdn_conv"));
       in.mixed = mixed_.data();
       in.mixed_stride = C;
+      if (gates_aside) CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, gate_join_, 0));
       RETURN_IF_ERROR(kc::GatedDeltaNet(in, gs, g.a_log.data(), g.dt_bias.data(), g.norm.data(), eps, batch,
-                                        st.recurrent.data(), nullptr, 0, mid16, stream_,
+                                        kc::GdnStateRef(st.recurrent.data(), options_.state_dtype), nullptr, 0,
+                                        mid16, stream_,
                                         {gdn_workspace_.data(), gdn_workspace_.bytes()}));
       RETURN_IF_ERROR(Mark("gated_delta_net"));
       RETURN_IF_ERROR(LinearThenAddNorm(g.out_proj, mid16, T, w.post_attention_layernorm.data()));
@@ -508,12 +540,14 @@ absl::Status CudaModelRunner::CopySlot(SlotId src, SlotId dst) {
     return absl::InvalidArgumentError(fmt::format("CopySlot({}, {}): slots are [0, {})", src, dst, n));
   }
   if (src == dst) return absl::OkStatus();
+  auto copy = [&](void* data, size_t bytes) {  // slot src's share of a [num_slots, ...] buffer onto dst's
+    const size_t per_slot = bytes / static_cast<size_t>(n);
+    uint8_t* base = static_cast<uint8_t*>(data);
+    return cudaMemcpyAsync(base + per_slot * dst, base + per_slot * src, per_slot, cudaMemcpyDeviceToDevice, stream_);
+  };
   for (GdnState& g : gdn_) {
-    for (DeviceBuffer<float>* b : {&g.recurrent, &g.conv}) {
-      const size_t per_slot = b->size() / static_cast<size_t>(n);
-      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b->data() + per_slot * dst, b->data() + per_slot * src,
-                                           per_slot * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
-    }
+    CUDA_RETURN_IF_ERROR(copy(g.recurrent.data(), g.recurrent.bytes()));
+    CUDA_RETURN_IF_ERROR(copy(g.conv.data(), g.conv.bytes()));
   }
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return absl::OkStatus();
@@ -528,7 +562,8 @@ DecodeTraffic CudaModelRunner::DecodeTrafficAt(const std::vector<int64_t>& conte
       2 * c.num_key_value_heads * c.head_dim * static_cast<int64_t>(kc::KvDtypeBytes(options_.kv_dtype));
   for (const int64_t ctx : contexts) t.kv_bytes += static_cast<int64_t>(kv_.size()) * (ctx + 1) * kv_per_token;
   const int64_t C = 2 * c.linear_num_key_heads * c.linear_key_head_dim + c.linear_num_value_heads * c.linear_value_head_dim;
-  const int64_t per_layer = c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim * 4 +
+  const int64_t per_layer = c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim *
+                                static_cast<int64_t>(kc::GdnStateDtypeBytes(options_.state_dtype)) +
                             C * (c.linear_conv_kernel_dim - 1) * 4;
   t.state_bytes = 2 * S * static_cast<int64_t>(gdn_.size()) * per_layer;
   return t;

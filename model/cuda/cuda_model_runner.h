@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/gdn.h"
 #include "kernels/cuda/ragged_batch.h"
 #include "model/config.h"
 #include "model/cuda/cuda_weights.h"
@@ -36,6 +37,8 @@ struct CudaRunnerOptions {
   // KV cache element type: bf16, or float8_e4m3fn with per-layer k/v scales from the checkpoint
   // (`self_attn.k_scale` / `v_scale`, written by `quantize` with calibration; 1.0 where absent).
   kernels::cuda::KvDtype kv_dtype = kernels::cuda::KvDtype::kBf16;
+  // GDN recurrent state between steps: f32, or bf16 (half the memory and decode traffic; kernels/cuda/gdn.h).
+  kernels::cuda::GdnStateDtype state_dtype = kernels::cuda::GdnStateDtype::kF32;
   // Blackwell (sm_120/121) W4A4 prefill for NVFP4 linears with calibrated input scales (CudaLinearOptions;
   // UNTESTED ON HARDWARE, off by default). The extra weight copy counts against the memory budget.
   bool w4a4_prefill = false;
@@ -82,7 +85,7 @@ class CudaModelRunner : public ModelRunner {
   cudaStream_t stream_ = nullptr;
 
   struct GdnState {
-    DeviceBuffer<float> recurrent;  // [num_slots, nv, dk, dv]
+    DeviceBuffer<uint8_t> recurrent;  // [num_slots, nv, dk, dv] f32 or bf16 (options_.state_dtype)
     DeviceBuffer<float> conv;       // [num_slots, C, kernel - 1]
   };
   struct KvState {
@@ -114,6 +117,12 @@ class CudaModelRunner : public ModelRunner {
   DeviceBuffer<__half> hidden16_;                           // [chunk, d]
   DeviceBuffer<float> logits_;                              // [chunk, V]
   DeviceBuffer<uint8_t> workspace_;
+  // A GDN layer's gate projections (in_proj_a|b: a few blocks) run on gate_stream_ beside its
+  // in_proj_qkvz GEMM and conv (which leave SMs idle at batched decode), with their own workspace;
+  // gate_fork_ / gate_join_ order them after the layer's input and before the recurrence.
+  cudaStream_t gate_stream_ = nullptr;
+  cudaEvent_t gate_fork_ = nullptr, gate_join_ = nullptr;
+  DeviceBuffer<uint8_t> gate_workspace_;
   DeviceBuffer<uint8_t> gdn_workspace_;  // the chunked GDN prefill's (kernels/cuda/gdn.h GdnWorkspace); empty: none
   size_t attention_workspace_bytes_ = 0;
   int64_t device_bytes_ = 0;

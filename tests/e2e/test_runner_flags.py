@@ -34,6 +34,14 @@ def test_fp8_kv_cache_needs_cuda(tiny_model, command):
     assert "fp8 KV cache needs the CUDA backend" in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_bf16_state_needs_cuda(tiny_model, command):
+    r = subprocess.run([SPARKSERVE, *COMMANDS[command](tiny_model), "--state-dtype", "bf16"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode != 0
+    assert "bf16 GDN state needs the CUDA backend" in r.stderr, r.stderr
+
+
 def test_w4a4_prefill_needs_cuda(tiny_model):
     r = subprocess.run([SPARKSERVE, *COMMANDS["serve"](tiny_model), "--w4a4-prefill"], capture_output=True, text=True,
                        timeout=60)
@@ -47,6 +55,20 @@ def test_unknown_kv_dtype_is_refused_by_the_parser(tiny_model, command):
                        text=True, timeout=60)
     assert r.returncode != 0
     assert "--kv-dtype" in r.stderr and "fp16" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_unknown_state_dtype_is_refused_by_the_parser(tiny_model, command):
+    r = subprocess.run([SPARKSERVE, *COMMANDS[command](tiny_model), "--state-dtype", "fp16"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode != 0
+    assert "--state-dtype" in r.stderr and "fp16" in r.stderr, r.stderr
+
+
+def test_fp32_state_is_the_cpu_default(tiny_model):
+    r = subprocess.run([SPARKSERVE, *COMMANDS["run"](tiny_model), "--state-dtype", "fp32"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
 
 
 def test_bf16_kv_cache_is_the_cpu_default(tiny_model):

@@ -106,7 +106,7 @@ if want 4b; then
   fi
   echo "4B model ready ($(elapsed $t))"
   if [ -x "$BIN/gpu_model_test" ]; then
-    SPARKSERVE_GPU_MODELS="$M4B" "$BIN/gpu_model_test" --gtest_brief=1 --gtest_filter='*extra0_graphs:*extra0_fp8kv*' 2>&1 | tee "$LOG_DIR/model_4b.log"
+    SPARKSERVE_GPU_MODELS="$M4B" "$BIN/gpu_model_test" --gtest_brief=1 --gtest_filter='*extra0_graphs:*extra0_fp8kv*:*extra0_bf16state*' 2>&1 | tee "$LOG_DIR/model_4b.log"
     rc=${PIPESTATUS[0]}
     record model-4b "$rc" "$(grep '^\[model\]' "$LOG_DIR/model_4b.log" | sed 's/.*graphs=1//' | tr '\n' ';')"
   else  # a bundle split to fit what one call carries
@@ -120,6 +120,13 @@ if want 4b; then
   "$BIN/sparkserve" bench engine "$M4B" --batch "${BENCH_WIDE_BATCH:-64}" --context 1024 --steps 32 --repeats 3 \
     ${BENCH_PROFILE:+--profile} --json "$LOG_DIR/bench_engine_wide.json" 2>&1 | tee "$LOG_DIR/bench_engine_wide.log"
   record engine-wide "${PIPESTATUS[0]}" "$(awk '$2=="1024" {print "batch " $1 ": " $3 " tok/s, " $7 " of floor"}' "$LOG_DIR/bench_engine_wide.log" | head -1)"
+  # The same with a bf16 GDN state (half the state bytes), alone and with the fp8 KV cache.
+  for dtypes in "--state-dtype bf16" "--state-dtype bf16 --kv-dtype fp8"; do
+    name=$(echo "$dtypes" | tr -d '-' | tr ' ' '_')
+    "$BIN/sparkserve" bench engine "$M4B" $dtypes --batch "${BENCH_WIDE_BATCH:-64}" --context 1024 --steps 32 --repeats 3 \
+      --json "$LOG_DIR/bench_engine_wide_$name.json" 2>&1 | tee "$LOG_DIR/bench_engine_wide_$name.log"
+    record "wide ${dtypes//--/}" "${PIPESTATUS[0]}" "$(awk '$2=="1024" {print "batch " $1 ": " $3 " tok/s, " $7 " of floor"}' "$LOG_DIR/bench_engine_wide_$name.log" | head -1)"
+  done
   "$BIN/sparkserve" bench engine "$M4B" --batch 1 --context 0 --prompt-len "${BENCH_PREFILL:-512,4096}" --steps 8 --repeats 3 \
     ${BENCH_PROFILE:+--profile} --json "$LOG_DIR/bench_engine_prefill.json" 2>&1 | tee "$LOG_DIR/bench_engine_prefill.log"
   record prefill "${PIPESTATUS[0]}" "$(awk '$2=="4096" && NF==4 {print "4096 tokens: " $3 " tok/s, TTFT " $4 " ms"}' "$LOG_DIR/bench_engine_prefill.log")"
@@ -150,6 +157,7 @@ done
 [ -f "$LOG_DIR/bench_engine.log" ] && grep -v '\[info\]' "$LOG_DIR/bench_engine.log"
 [ -f "$LOG_DIR/bench_engine_fp8.log" ] && grep -v '\[info\]' "$LOG_DIR/bench_engine_fp8.log"
 [ -f "$LOG_DIR/bench_engine_wide.log" ] && grep -v '\[info\]' "$LOG_DIR/bench_engine_wide.log"
+for f in "$LOG_DIR"/bench_engine_wide_*.log; do [ -f "$f" ] && { echo "-- $(basename "$f")"; grep -v '\[info\]' "$f" | tail -2; }; done
 [ -f "$LOG_DIR/bench_engine_prefill.log" ] && grep -v '\[info\]' "$LOG_DIR/bench_engine_prefill.log"
 # The summary last: a caller that keeps only the tail of the output keeps it.
 echo "== gpu suite summary =="

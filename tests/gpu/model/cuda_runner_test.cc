@@ -8,9 +8,10 @@
 // inputs to f16 as the GPU does (CpuRunnerOptions), so the comparison measures the rest. Both runners see the same ragged steps (chunked prefill, decode, slot reuse,
 // non-contiguous pages); logits must agree within max |err| / max |logit| <= 2e-2 and greedy tokens
 // must agree wherever the CPU's top-2 gap exceeds 1e-2.
-// With the fp8 KV cache (KvCase): the CUDA runner against the CPU rounding K/V through e4m3 with the
+// With the fp8 KV cache (RunCase): the CUDA runner against the CPU rounding K/V through e4m3 with the
 // same per-layer scales (the implementation), and against the CUDA runner with the bf16 cache (issue
-// 9: the logits of an fp8-KV run stay within the bf16 run's tolerance).
+// 9: the logits of an fp8-KV run stay within the bf16 run's tolerance). With a bf16 GDN state: the
+// CUDA runner against the CPU's f32 state, within the same tolerance.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -47,7 +48,10 @@ struct RunnerPair {
   std::unique_ptr<ModelRunner> gpu;
 };
 
-enum class KvCase { kBf16, kFp8VsCpu, kFp8VsBf16 };
+// What the CUDA runner under test stores: bf16 KV and f32 GDN state (kBf16, against the CPU), an fp8
+// KV cache (against the CPU rounding K/V alike, or against the CUDA runner with bf16 KV), or a bf16
+// GDN state (against the CPU's f32 state, within the same tolerance).
+enum class RunCase { kBf16, kFp8VsCpu, kFp8VsBf16, kBf16StateVsCpu };
 
 // The CPU side of an fp8 KV cache: K/V rounded through e4m3 with the checkpoint's per-layer scales,
 // 1.0 where it has none (as the CUDA runner does).
@@ -68,7 +72,8 @@ class Fp8KvObserver final : public ActivationObserver {
 
 constexpr int kSlots = 4, kPages = 48, kPageSize = 16, kMaxSeq = 256;
 
-cuda::CudaRunnerOptions GpuOptions(bool graphs, kernels::cuda::KvDtype kv) {
+cuda::CudaRunnerOptions GpuOptions(bool graphs, kernels::cuda::KvDtype kv,
+                                   kernels::cuda::GdnStateDtype state = kernels::cuda::GdnStateDtype::kF32) {
   cuda::CudaRunnerOptions go;
   go.max_seq_len = kMaxSeq;
   go.num_slots = kSlots;
@@ -77,16 +82,20 @@ cuda::CudaRunnerOptions GpuOptions(bool graphs, kernels::cuda::KvDtype kv) {
   go.max_step_tokens = 64;
   go.cuda_graphs = graphs;
   go.kv_dtype = kv;
+  go.state_dtype = state;
   return go;
 }
 
-RunnerPair Load(const std::string& dir, bool graphs, KvCase kv = KvCase::kBf16) {
+RunnerPair Load(const std::string& dir, bool graphs, RunCase kv = RunCase::kBf16) {
   RunnerPair p;
   const auto fp8 = kernels::cuda::KvDtype::kFp8E4M3, bf16 = kernels::cuda::KvDtype::kBf16;
-  auto gpu = cuda::CudaModelRunner::Load(dir, GpuOptions(graphs, kv == KvCase::kBf16 ? bf16 : fp8));
+  const bool fp8_kv = kv == RunCase::kFp8VsCpu || kv == RunCase::kFp8VsBf16;
+  const auto state = kv == RunCase::kBf16StateVsCpu ? kernels::cuda::GdnStateDtype::kBf16
+                                                    : kernels::cuda::GdnStateDtype::kF32;
+  auto gpu = cuda::CudaModelRunner::Load(dir, GpuOptions(graphs, fp8_kv ? fp8 : bf16, state));
   EXPECT_TRUE(gpu.ok()) << std::string(gpu.status().message());
   if (gpu.ok()) p.gpu = std::move(*gpu);
-  if (kv == KvCase::kFp8VsBf16) {
+  if (kv == RunCase::kFp8VsBf16) {
     auto ref = cuda::CudaModelRunner::Load(dir, GpuOptions(graphs, bf16));
     EXPECT_TRUE(ref.ok()) << std::string(ref.status().message());
     if (ref.ok()) p.cpu = std::move(*ref);
@@ -97,12 +106,12 @@ RunnerPair Load(const std::string& dir, bool graphs, KvCase kv = KvCase::kBf16) 
   co.state.num_slots = kSlots;
   co.state.num_kv_pages = kPages;
   co.state.kv_page_size = kPageSize;
-  co.kv_bf16 = kv == KvCase::kBf16;  // the CUDA cache is bf16 (fp8: the observer rounds K/V) and its
+  co.kv_bf16 = !fp8_kv;               // the CUDA cache is bf16 (fp8: the observer rounds K/V) and its
   co.linear_inputs_f16 = true;        // linears read f16 rows: compare everything else
   auto cpu = LoadCpuModel(dir, co);
   EXPECT_TRUE(cpu.ok()) << std::string(cpu.status().message());
   if (!cpu.ok()) return p;
-  if (kv == KvCase::kFp8VsCpu) {
+  if (kv == RunCase::kFp8VsCpu) {
     std::map<std::string, std::pair<float, float>> scales;
     auto ckpt = quant::Checkpoint::Open(dir);
     EXPECT_TRUE(ckpt.ok()) << std::string(ckpt.status().message());
@@ -258,14 +267,17 @@ struct Bounds {
 
 class CudaRunnerVsCpu : public ::testing::Test {
  public:
-  CudaRunnerVsCpu(std::string dir, bool graphs, Bounds bounds, KvCase kv)
+  CudaRunnerVsCpu(std::string dir, bool graphs, Bounds bounds, RunCase kv)
       : dir_(std::move(dir)), graphs_(graphs), bounds_(bounds), kv_(kv) {}
   void TestBody() override {
     RunnerPair p = Load(dir_, graphs_, kv_);
     ASSERT_TRUE(p.cpu && p.gpu);
     const int64_t vocab = p.cpu->capacity().vocab_size;
     const Agreement a = RunScenario(p, vocab, bounds_.logit_tolerance);
-    const char* kv = kv_ == KvCase::kBf16 ? "" : kv_ == KvCase::kFp8VsCpu ? " fp8 KV vs CPU" : " fp8 KV vs bf16 KV";
+    const char* kv = kv_ == RunCase::kBf16            ? ""
+                     : kv_ == RunCase::kFp8VsCpu       ? " fp8 KV vs CPU"
+                     : kv_ == RunCase::kFp8VsBf16      ? " fp8 KV vs bf16 KV"
+                                                       : " bf16 GDN state vs CPU (f32 state)";
     std::printf("[model] %s graphs=%d%s: max|err|/max|logit| %.3g, greedy agreement %d/%d decided rows\n",
                 dir_.c_str(), graphs_ ? 1 : 0, kv, a.worst, a.equal, a.decided);
     EXPECT_LE(a.worst, bounds_.logit_tolerance) << dir_;
@@ -278,7 +290,7 @@ class CudaRunnerVsCpu : public ::testing::Test {
   std::string dir_;
   bool graphs_;
   Bounds bounds_;
-  KvCase kv_;
+  RunCase kv_;
 };
 
 // Writes `dir`'s bf16 twin into `out`: every 2-D f32 tensor as bf16, everything else as is.
@@ -307,18 +319,22 @@ bool WriteBf16Twin(const std::string& dir, const std::string& out) {
 }
 
 // Graph replay and eager execution of the same decode steps give the same logits; with `fp8`, the
-// fp8 KV cache too (graphs only) against the CPU and against the bf16 cache.
+// fp8 KV cache too (graphs only) against the CPU and against the bf16 cache, and the bf16 GDN state
+// against the CPU's f32 one.
 void RegisterModel(const std::string& name, const std::string& dir, Bounds bounds = {}, bool fp8 = false) {
   for (const bool graphs : {true, false}) {
     ::testing::RegisterTest("CudaRunnerVsCpu", (name + (graphs ? "_graphs" : "_eager")).c_str(), nullptr, nullptr,
                             __FILE__, __LINE__,
-                            [=]() -> ::testing::Test* { return new CudaRunnerVsCpu(dir, graphs, bounds, KvCase::kBf16); });
+                            [=]() -> ::testing::Test* { return new CudaRunnerVsCpu(dir, graphs, bounds, RunCase::kBf16); });
   }
   if (!fp8) return;
   ::testing::RegisterTest("CudaRunnerVsCpu", (name + "_fp8kv_graphs").c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                          [=]() -> ::testing::Test* { return new CudaRunnerVsCpu(dir, true, bounds, KvCase::kFp8VsCpu); });
+                          [=]() -> ::testing::Test* { return new CudaRunnerVsCpu(dir, true, bounds, RunCase::kFp8VsCpu); });
   ::testing::RegisterTest("CudaRunnerVsCpu", (name + "_fp8kv_vs_bf16kv").c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                          [=]() -> ::testing::Test* { return new CudaRunnerVsCpu(dir, true, bounds, KvCase::kFp8VsBf16); });
+                          [=]() -> ::testing::Test* { return new CudaRunnerVsCpu(dir, true, bounds, RunCase::kFp8VsBf16); });
+  ::testing::RegisterTest(
+      "CudaRunnerVsCpu", (name + "_bf16state_graphs").c_str(), nullptr, nullptr, __FILE__, __LINE__,
+      [=]() -> ::testing::Test* { return new CudaRunnerVsCpu(dir, true, bounds, RunCase::kBf16StateVsCpu); });
 }
 
 }  // namespace
