@@ -265,8 +265,8 @@ __global__ void __launch_bounds__(kThreads, 1) GdnChunkRecurrenceKernel(const Gd
       for (int h = 0; h < 2; ++h) {
         const int r = 16 * warp + g + 8 * h, c = col0 + 8 * nn + 2 * t;
         if (r < dk && c < dv) {
-          StoreGdnState2(p.state, state0 + static_cast<size_t>(r) * dv + c, make_float2(sreg[nn][2 * h], sreg[nn][2 * h + 1]),
-                         p.state_bf16);
+          StoreGdnState2(p.state, state0 + static_cast<size_t>(r) * dv + c,
+                         make_float2(sreg[nn][2 * h], sreg[nn][2 * h + 1]), p.state_bf16);
         }
       }
     }

@@ -139,7 +139,8 @@ __global__ void __launch_bounds__(kDecodeThreads, DecodeMinBlocks(CG, M, kBf16St
   typename Row::Type S[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    S[m] = (decode_seq && !fresh && col_ok && m < rows) ? Row::Load(my_state, static_cast<uint32_t>(m * p.dv)) : Row::Zero();
+    const bool load = decode_seq && !fresh && col_ok && m < rows;
+    S[m] = load ? Row::Load(my_state, static_cast<uint32_t>(m * p.dv)) : Row::Zero();
   }
   if (!decode_seq) return;                             // the same for the whole cluster, before any cluster barrier
   if (slices > 1) __cluster_barrier_arrive_relaxed();  // "this block runs"; waited before the DSMEM push
@@ -307,7 +308,8 @@ cudaError_t LaunchGatedDeltaNetDecode(const GdnInput& in, const GdnShape& shape,
   const bool whole = layout == GdnDecodeLayout::kWholeHead ||
                      (layout == GdnDecodeLayout::kAuto && GdnDecodeUsesWholeHeads(shape, batch.num_seqs));
   if (shape.dv > kGdnMaxDv || shape.dk > kGdnMaxDk) return cudaErrorInvalidValue;
-  return p.state_bf16 ? LaunchDecodeFor<true>(shape, whole, p, stream) : LaunchDecodeFor<false>(shape, whole, p, stream);
+  return p.state_bf16 ? LaunchDecodeFor<true>(shape, whole, p, stream)
+                      : LaunchDecodeFor<false>(shape, whole, p, stream);
 }
 
 }  // namespace sparkserve::kernels::cuda
