@@ -4,7 +4,8 @@ The model is the golden tiny Qwen3.5 (tests/golden/qwen35/text_tied, vocab 512, 
 its tokenizer is a byte-level BPE trained here with the `tokenizers` library to exactly 512 ids
 (so every id the model can emit decodes to text), and its chat template is the real Qwen3.5 one
 from ../shared/fixtures. The server runs on loopback on an ephemeral port, on the backend named by
-SPARKSERVE_E2E_BACKEND (default cpu; tests/gpu/run.sh sets cuda) with SPARKSERVE_E2E_KV_DTYPE (default bf16).
+SPARKSERVE_E2E_BACKEND (default cpu; tests/gpu/run.sh sets cuda) with SPARKSERVE_E2E_KV_DTYPE (default bf16)
+and SPARKSERVE_E2E_STATE_DTYPE (the GDN state: default fp32).
 """
 import json
 import os
@@ -28,7 +29,9 @@ MODEL_NAME = "tiny-qwen"
 BACKEND = os.environ.get("SPARKSERVE_E2E_BACKEND", "cpu")
 # The KV cache dtype of those runners: bf16, or fp8 (cuda only; tests/gpu/run.sh runs the suite with both).
 KV_DTYPE = os.environ.get("SPARKSERVE_E2E_KV_DTYPE", "bf16")
-RUNNER_FLAGS = ["--backend", BACKEND, "--kv-dtype", KV_DTYPE]
+# The GDN state dtype: fp32, or bf16 (cuda only; tests/gpu/run.sh runs the bf16 KV suite with it too).
+STATE_DTYPE = os.environ.get("SPARKSERVE_E2E_STATE_DTYPE", "fp32")
+RUNNER_FLAGS = ["--backend", BACKEND, "--kv-dtype", KV_DTYPE, "--state-dtype", STATE_DTYPE]
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>"]
 NOT_SPECIAL = {"<think>", "</think>", "<tool_call>", "</tool_call>"}  # as in the Qwen tokenizers
 

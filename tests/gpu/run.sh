@@ -26,12 +26,12 @@ record() {  # record NAME RC [DETAIL]
   SUMMARY+=("$(printf '%-10s %-5s %s' "$1" "$verdict" "${3:-}")")
 }
 elapsed() { echo "$(( $(date +%s) - $1 )) s"; }
-# serve_bench NAME MODEL MAX_BATCH MAX_SEQ_LEN IN OUT PROMPTS CONCURRENCY: `serve` MODEL on the GPU and
+# serve_bench NAME MODEL MAX_BATCH MAX_SEQ_LEN IN OUT PROMPTS CONCURRENCY [SERVE FLAGS...]: `serve` MODEL on the GPU and
 # `bench serve` it (random prompts of IN tokens, OUT tokens each, ignore_eos); records NAME with the
 # output throughput. Logs: NAME.out / NAME.err (the server), bench_NAME.log / .json.
 serve_bench() {
   local name=$1 model=$2 url=""
-  "$BIN/sparkserve" serve "$model" --backend cuda --port 0 --max-batch "$3" --max-seq-len "$4" \
+  "$BIN/sparkserve" serve "$model" --backend cuda --port 0 --max-batch "$3" --max-seq-len "$4" "${@:9}" \
     >"$LOG_DIR/$name.out" 2>"$LOG_DIR/$name.err" &
   local pid=$!
   for _ in $(seq 1 300); do
@@ -86,9 +86,11 @@ if want e2e; then
   # Every HTTP suite except test_http_hf_chat: that one checks whole chats against transformers'
   # fp32 greedy run of an f32 fixture, an oracle for the CPU reference path; the CUDA backend keeps
   # that fixture's matrices in bf16, which alone moves its logits 5-7% and so its greedy text.
-  # Twice: the bf16 KV cache, then fp8 (--kv-dtype fp8 on every server and `run` of the suite).
-  for kv in bf16 fp8; do
-    SPARKSERVE_E2E_BACKEND=cuda SPARKSERVE_E2E_KV_DTYPE=$kv SPARKSERVE_BUILD_DIR="$(dirname "$BIN")" \
+  # Three times: the bf16 KV cache, then fp8 (--kv-dtype fp8 on every server and `run` of the
+  # suite), then bf16 KV with a bf16 GDN state (--state-dtype bf16).
+  for kv in bf16 fp8 bf16state; do
+    SPARKSERVE_E2E_BACKEND=cuda SPARKSERVE_E2E_KV_DTYPE=${kv%state} SPARKSERVE_BUILD_DIR="$(dirname "$BIN")" \
+      SPARKSERVE_E2E_STATE_DTYPE=$([ "$kv" = bf16state ] && echo bf16 || echo fp32) \
       SPARKSERVE_E2E_LOG_DIR="$LOG_DIR/e2e_servers_$kv" python3 -m pytest -q -p no:cacheprovider \
       tests/e2e/test_http_openai.py tests/e2e/test_http_anthropic.py tests/e2e/test_http_operations.py \
       tests/e2e/test_http_tool_choice.py 2>&1 | tee "$LOG_DIR/e2e_$kv.log"
@@ -138,15 +140,16 @@ if want 4b; then
   # out: prefill chunks and decodes share steps).
   serve_bench serve-b1 "$M4B" 8 4096 128 256 8 1
   serve_bench serve-64 "$M4B" 64 2048 1024 128 128 64
+  serve_bench serve-64-bf16-state "$M4B" 64 2048 1024 128 128 64 --state-dtype bf16
   echo "4b section: $(elapsed $t)"
 fi
 
 echo
 echo "== failures =="
-for f in ops blackwell model e2e_bf16 e2e_fp8 model_4b; do
+for f in ops blackwell model e2e_bf16 e2e_fp8 e2e_bf16state model_4b; do
   [ -f "$LOG_DIR/$f.log" ] && grep -E -A12 "Failure$|^FAILED|Error:" "$LOG_DIR/$f.log" | head -60
 done
-for kv in bf16 fp8; do
+for kv in bf16 fp8 bf16state; do
   if [ -d "$LOG_DIR/e2e_servers_$kv" ] && grep -q FAILED "$LOG_DIR/e2e_$kv.log"; then  # what the servers said
     for f in $(grep -l -i -E "\[error\]|\[warning\]|signal" "$LOG_DIR"/e2e_servers_$kv/*.log 2>/dev/null | head -4); do
       echo "-- $f"; grep -i -E "\[error\]|\[warning\]|signal|stopped" "$f" | tail -n 6
