@@ -10,6 +10,7 @@
 #include "bench/engine_bench.h"
 #include "bench/serve_bench.h"
 #include "head/cli/commands.h"
+#include "head/cli/model_runner_factory.h"
 
 namespace sparkserve::head {
 namespace {
@@ -89,11 +90,7 @@ void AddBenchEngineSubcommand(CLI::App& bench, int* exit_code) {
   cmd->add_option("--warmup", args->warmup, "untimed decode steps first (default 8)");
   cmd->add_option("--repeats", args->repeats, "timed windows; the median is reported (default 3)");
   cmd->add_flag("--enforce-eager", args->enforce_eager, "cuda: no CUDA graphs");
-  cmd->add_option("--kv-dtype", args->kv_dtype, "KV cache dtype: bf16 (default) or fp8 (cuda)")
-      ->check(CLI::IsMember({"bf16", "fp8"}));
-  cmd->add_option("--state-dtype", args->state_dtype,
-                  "GDN recurrent state dtype: fp32 (default) or bf16 (cuda: half the state traffic)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+  AddCacheDtypeOptions(cmd, &args->kv_dtype, &args->state_dtype);
   cmd->add_flag("--profile", args->profile,
                 "cuda: print each op's GPU time in one more decode step per point and in the first step of one "
                 "more prefill per prompt length");

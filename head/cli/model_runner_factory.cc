@@ -94,4 +94,16 @@ absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& dir, const Runne
 #endif
 }
 
+void AddCacheDtypeOptions(CLI::App* cmd, std::string* kv_dtype, std::string* state_dtype) {
+  cmd->add_option("--kv-dtype", *kv_dtype,
+                  "KV cache dtype: bf16 (default) or fp8 (CUDA only: e4m3 with the checkpoint's calibrated k/v "
+                  "scales, half the memory a token; the CPU backend keeps fp32)")
+      ->check(CLI::IsMember({"bf16", "fp8"}));
+  cmd->add_option("--state-dtype", *state_dtype,
+                  "GDN recurrent state dtype: fp32 (default, the model's mamba_ssm_dtype) or bf16 (CUDA only: half "
+                  "the state memory and GDN decode traffic; the recurrence still runs in fp32 and the state rounds "
+                  "to bf16 once a step)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+}
+
 }  // namespace sparkserve::head

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "model/config.h"
 #include "model/model_runner.h"
@@ -44,5 +45,9 @@ struct LoadedRunner {
 // backend, KV or state dtype (fp8 KV or a bf16 state on the CPU backend), CUDA unavailable (no driver, no GPU, or a CPU-only build, each said so), a KV cache that
 // cannot hold one max_seq_len sequence (saying what to lower), and the loader's own errors.
 absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& model_dir, const RunnerSizing& sizing);
+
+// --kv-dtype bf16|fp8 and --state-dtype fp32|bf16, as serve, run and bench engine take them (into
+// RunnerSizing's kv_dtype / state_dtype through the command's own fields).
+void AddCacheDtypeOptions(CLI::App* cmd, std::string* kv_dtype, std::string* state_dtype);
 
 }  // namespace sparkserve::head

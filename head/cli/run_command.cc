@@ -123,10 +123,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   ids->excludes(prompt);
   cmd->add_option("--max-new", a->max_new, "tokens to generate at most (default 16)");
   cmd->add_option("--backend", a->backend, "cpu|cuda (default cpu)");
-  cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache dtype: bf16 (default) or fp8 (CUDA only)")
-      ->check(CLI::IsMember({"bf16", "fp8"}));
-  cmd->add_option("--state-dtype", a->state_dtype, "GDN recurrent state dtype: fp32 (default) or bf16 (CUDA only)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+  AddCacheDtypeOptions(cmd, &a->kv_dtype, &a->state_dtype);
   cmd->add_option("--temperature", a->temperature, "0 = greedy (default 0)");
   cmd->add_option("--seed", a->seed, "sampling seed (default: random)");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "do not stop on the model's eos ids");

@@ -204,13 +204,7 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "lower it to keep decodes flowing beside long prompts)");
   cmd->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "token budget of one step: prefill chunks + decodes (default 8192; lower it on small GPUs to bound a "
                   "step's latency and activation memory)");
-  cmd->add_option("--kv-dtype", a->kv_dtype,
-                  "KV cache dtype: bf16 (default) or fp8 (CUDA only: e4m3 with the checkpoint's calibrated k/v scales, "
-                  "half the memory a token; the CPU backend keeps fp32)")
-      ->check(CLI::IsMember({"bf16", "fp8"}));
-  cmd->add_option("--state-dtype", a->state_dtype,
-                  "GDN recurrent state dtype: fp32 (default, the model's mamba_ssm_dtype) or bf16 (CUDA only: half the state memory and half the GDN decode traffic; the recurrence still runs in fp32, the state rounds to bf16 once a step)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+  AddCacheDtypeOptions(cmd, &a->kv_dtype, &a->state_dtype);
   cmd->add_flag("--w4a4-prefill", a->w4a4_prefill,
                 "cuda, Blackwell sm_120/121 only: prefill NVFP4 linears as W4A4 (activations quantised with the "
                 "checkpoint's calibrated input scales) on FP4 tensor cores; EXPERIMENTAL, not yet run on hardware");

@@ -37,8 +37,9 @@ struct Bf16Kv {
     const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      f[2 * j] = __uint_as_float(w[j] << 16);
-      f[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+      const float2 p = Bf16PairToFloat2(w[j]);
+      f[2 * j] = p.x;
+      f[2 * j + 1] = p.y;
     }
   }
   // 8 elements as 8 f16 (exact inside f16's range, saturating outside it).
@@ -46,7 +47,10 @@ struct Bf16Kv {
     const uint32_t w[4] = {u.x, u.y, u.z, u.w};
     uint32_t h[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) h[j] = F32x2ToF16x2Sat(__uint_as_float(w[j] << 16), __uint_as_float(w[j] & 0xffff0000u));
+    for (int j = 0; j < 4; ++j) {
+      const float2 p = Bf16PairToFloat2(w[j]);
+      h[j] = F32x2ToF16x2Sat(p.x, p.y);
+    }
     return make_uint4(h[0], h[1], h[2], h[3]);
   }
   static __device__ __forceinline__ void Store(void* pool, size_t elem, float x, float /*scale*/) {

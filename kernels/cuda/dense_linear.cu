@@ -49,14 +49,14 @@ __device__ __forceinline__ void HalfsToFloats(uint4 v, float f[8]) {
   }
 }
 
-// acc += dot(eight bf16 in `wv`, x[0..8)). bf16 -> f32 moves the 16 bits to the top; element 2i is
-// the low half of word i.
+// acc += dot(eight bf16 in `wv`, x[0..8)); element 2i is the low half of word i.
 __device__ __forceinline__ float DotBf16x8(uint4 wv, const float x[8], float acc) {
   const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    acc = fmaf(__uint_as_float(words[i] << 16), x[2 * i], acc);
-    acc = fmaf(__uint_as_float(words[i] & 0xffff0000u), x[2 * i + 1], acc);
+    const float2 w = Bf16PairToFloat2(words[i]);
+    acc = fmaf(w.x, x[2 * i], acc);
+    acc = fmaf(w.y, x[2 * i + 1], acc);
   }
   return acc;
 }
@@ -223,8 +223,8 @@ __device__ __forceinline__ uint4 Bf16x8ToHalf(uint4 v) {
   uint32_t out[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const __half2 h = __floats2half2_rn(SaturateToHalfRange(__uint_as_float(in[i] << 16)),
-                                        SaturateToHalfRange(__uint_as_float(in[i] & 0xffff0000u)));
+    const float2 w = Bf16PairToFloat2(in[i]);
+    const __half2 h = __floats2half2_rn(SaturateToHalfRange(w.x), SaturateToHalfRange(w.y));
     out[i] = *reinterpret_cast<const uint32_t*>(&h);
   }
   return make_uint4(out[0], out[1], out[2], out[3]);

@@ -1,6 +1,6 @@
 // Small pieces every kernel family of kernels/cuda shares: streaming 16-byte loads of data read
-// once, f32 -> f16 saturating at +-65504 (NaN stays NaN), SiLU, and the device's SM count and shared
-// memory for grid sizing.
+// once, bf16 pairs widened to f32, f32 -> f16 saturating at +-65504 (NaN stays NaN), SiLU, and the
+// device's SM count and shared memory for grid sizing.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -16,6 +16,17 @@ __device__ __forceinline__ uint4 LoadStreaming(const void* p) {
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
   return v;
+}
+
+// Two bf16 packed in a 32-bit word (element 0 in the low half) as f32: bf16 -> f32 moves the 16 bits
+// to the top.
+__device__ __forceinline__ float2 Bf16PairToFloat2(uint32_t w) {
+  return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+}
+// Four bf16 (two words, element 0 in the low half of x) as f32.
+__device__ __forceinline__ float4 Bf16QuadToFloat4(uint2 w) {
+  const float2 lo = Bf16PairToFloat2(w.x), hi = Bf16PairToFloat2(w.y);
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
 }
 
 // Clamps to f16's finite range; comparisons with NaN are false, so NaN stays NaN.

@@ -71,10 +71,7 @@ struct StateRow<false> {
 template <>
 struct StateRow<true> {
   using Type = uint2;
-  static __device__ __forceinline__ float4 Widen(const uint2& r) {
-    const float2 lo = Bf16PairToFloat2(r.x), hi = Bf16PairToFloat2(r.y);
-    return make_float4(lo.x, lo.y, hi.x, hi.y);
-  }
+  static __device__ __forceinline__ float4 Widen(const uint2& r) { return Bf16QuadToFloat4(r); }
   static __device__ __forceinline__ uint2 Load(const void* state, size_t i) {
     return __ldcs(reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(state) + i));
   }

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/device_common.cuh"
+
 namespace sparkserve::kernels::cuda {
 
 __device__ __forceinline__ float SiluF(float x) { return x / (1.0f + expf(-x)); }
@@ -27,9 +29,6 @@ __device__ __forceinline__ float GdnBeta(float b) { return 1.0f / (1.0f + expf(-
 // a multiple of their width (16-byte aligned f32 rows, 8-byte bf16 ones). The state is read and
 // written once a step, so loads and stores stream (evict-first).
 
-__device__ __forceinline__ float2 Bf16PairToFloat2(uint32_t w) {
-  return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
-}
 __device__ __forceinline__ uint32_t Float2ToBf16Pair(float x, float y) {
   const __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
   return *reinterpret_cast<const uint32_t*>(&h);
@@ -44,9 +43,7 @@ __device__ __forceinline__ float LoadGdnState(const void* state, size_t i, bool 
 }
 __device__ __forceinline__ float4 LoadGdnState4(const void* state, size_t i, bool bf16) {
   if (bf16) {
-    const uint2 w = __ldcs(reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(state) + i));
-    const float2 lo = Bf16PairToFloat2(w.x), hi = Bf16PairToFloat2(w.y);
-    return make_float4(lo.x, lo.y, hi.x, hi.y);
+    return Bf16QuadToFloat4(__ldcs(reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(state) + i)));
   }
   return __ldcs(reinterpret_cast<const float4*>(static_cast<const float*>(state) + i));
 }

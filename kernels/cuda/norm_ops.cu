@@ -164,11 +164,8 @@ __global__ void EmbeddingGatherKernel(const __nv_bfloat16* __restrict__ table, i
       float4 lo = make_float4(0.f, 0.f, 0.f, 0.f), hi = lo;
       if (valid) {
         const uint4 b = __ldg(reinterpret_cast<const uint4*>(src) + u);
-        // bf16 -> f32 is the 16 bits moved to the top; element 2k is the low half of word k.
-        lo = make_float4(__uint_as_float(b.x << 16), __uint_as_float(b.x & 0xffff0000u), __uint_as_float(b.y << 16),
-                         __uint_as_float(b.y & 0xffff0000u));
-        hi = make_float4(__uint_as_float(b.z << 16), __uint_as_float(b.z & 0xffff0000u), __uint_as_float(b.w << 16),
-                         __uint_as_float(b.w & 0xffff0000u));
+        lo = Bf16QuadToFloat4(make_uint2(b.x, b.y));
+        hi = Bf16QuadToFloat4(make_uint2(b.z, b.w));
       }
       reinterpret_cast<float4*>(dst)[2 * u] = lo;
       reinterpret_cast<float4*>(dst)[2 * u + 1] = hi;

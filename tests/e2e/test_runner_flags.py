@@ -26,52 +26,39 @@ COMMANDS = {
 }
 
 
-@pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_fp8_kv_cache_needs_cuda(tiny_model, command):
-    r = subprocess.run([SPARKSERVE, *COMMANDS[command](tiny_model), "--kv-dtype", "fp8"], capture_output=True,
-                       text=True, timeout=60)
-    assert r.returncode != 0
-    assert "fp8 KV cache needs the CUDA backend" in r.stderr, r.stderr
+# (flag, CUDA-only value, the CPU backend's refusal, the CPU default)
+DTYPE_FLAGS = [("--kv-dtype", "fp8", "fp8 KV cache needs the CUDA backend", "bf16"),
+               ("--state-dtype", "bf16", "bf16 GDN state needs the CUDA backend", "fp32")]
 
 
+def run_with(tiny_model, command, *flags):
+    return subprocess.run([SPARKSERVE, *COMMANDS[command](tiny_model), *flags], capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.parametrize("flag,value,refusal,default", DTYPE_FLAGS)
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_bf16_state_needs_cuda(tiny_model, command):
-    r = subprocess.run([SPARKSERVE, *COMMANDS[command](tiny_model), "--state-dtype", "bf16"], capture_output=True,
-                       text=True, timeout=60)
+def test_cuda_only_dtype_is_refused_on_the_cpu(tiny_model, command, flag, value, refusal, default):
+    r = run_with(tiny_model, command, flag, value)
     assert r.returncode != 0
-    assert "bf16 GDN state needs the CUDA backend" in r.stderr, r.stderr
+    assert refusal in r.stderr, r.stderr
 
 
 def test_w4a4_prefill_needs_cuda(tiny_model):
-    r = subprocess.run([SPARKSERVE, *COMMANDS["serve"](tiny_model), "--w4a4-prefill"], capture_output=True, text=True,
-                       timeout=60)
+    r = run_with(tiny_model, "serve", "--w4a4-prefill")
     assert r.returncode != 0
     assert "--w4a4-prefill needs the CUDA backend" in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("flag,value,refusal,default", DTYPE_FLAGS)
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_unknown_kv_dtype_is_refused_by_the_parser(tiny_model, command):
-    r = subprocess.run([SPARKSERVE, *COMMANDS[command](tiny_model), "--kv-dtype", "fp16"], capture_output=True,
-                       text=True, timeout=60)
+def test_unknown_dtype_is_refused_by_the_parser(tiny_model, command, flag, value, refusal, default):
+    r = run_with(tiny_model, command, flag, "fp16")
     assert r.returncode != 0
-    assert "--kv-dtype" in r.stderr and "fp16" in r.stderr, r.stderr
+    assert flag in r.stderr and "fp16" in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_unknown_state_dtype_is_refused_by_the_parser(tiny_model, command):
-    r = subprocess.run([SPARKSERVE, *COMMANDS[command](tiny_model), "--state-dtype", "fp16"], capture_output=True,
-                       text=True, timeout=60)
-    assert r.returncode != 0
-    assert "--state-dtype" in r.stderr and "fp16" in r.stderr, r.stderr
-
-
-def test_fp32_state_is_the_cpu_default(tiny_model):
-    r = subprocess.run([SPARKSERVE, *COMMANDS["run"](tiny_model), "--state-dtype", "fp32"], capture_output=True,
-                       text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-
-
-def test_bf16_kv_cache_is_the_cpu_default(tiny_model):
-    r = subprocess.run([SPARKSERVE, *COMMANDS["run"](tiny_model), "--kv-dtype", "bf16"], capture_output=True,
-                       text=True, timeout=60)
+@pytest.mark.parametrize("flag,value,refusal,default", DTYPE_FLAGS)
+def test_cpu_default_dtype_is_accepted(tiny_model, flag, value, refusal, default):
+    r = run_with(tiny_model, "run", flag, default)
     assert r.returncode == 0, r.stderr

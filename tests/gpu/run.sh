@@ -95,7 +95,7 @@ if want e2e; then
       tests/e2e/test_http_openai.py tests/e2e/test_http_anthropic.py tests/e2e/test_http_operations.py \
       tests/e2e/test_http_tool_choice.py 2>&1 | tee "$LOG_DIR/e2e_$kv.log"
     rc=${PIPESTATUS[0]}
-    record "e2e-$kv" "$rc" "$(tail -1 "$LOG_DIR/e2e_$kv.log") ($(elapsed $t))"
+    record "e2e-$kv" "$rc" "$(grep -E '[0-9]+ (passed|failed)' "$LOG_DIR/e2e_$kv.log" | tail -1) ($(elapsed $t))"
   done
 fi
 if want 4b; then
