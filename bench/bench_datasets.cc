@@ -10,7 +10,7 @@
 
 #include "core/status.h"
 #include "fmt/format.h"
-#include "head/tokenizer/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
@@ -48,7 +48,7 @@ class ServerTokenCounter : public PromptTokenCounter {
 
 class LocalTokenCounter : public PromptTokenCounter {
  public:
-  explicit LocalTokenCounter(const tokenizer::Tokenizer* tok) : tok_(tok) {}
+  explicit LocalTokenCounter(const text::Tokenizer* tok) : tok_(tok) {}
   absl::StatusOr<int> Count(const std::string& text) override {
     auto ids = tok_->Encode(text, /*add_special_tokens=*/false);
     if (!ids.ok()) return ids.status();
@@ -57,7 +57,7 @@ class LocalTokenCounter : public PromptTokenCounter {
   std::string name() const override { return "local tokenizer"; }
 
  private:
-  const tokenizer::Tokenizer* tok_;
+  const text::Tokenizer* tok_;
 };
 
 class WordCounter : public PromptTokenCounter {
@@ -180,7 +180,7 @@ absl::StatusOr<std::vector<BenchPrompt>> ShareGpt(const DatasetOptions& o, Promp
 std::unique_ptr<PromptTokenCounter> MakeServerTokenCounter(HttpTarget target, std::string model, std::string api_key) {
   return std::make_unique<ServerTokenCounter>(std::move(target), std::move(model), std::move(api_key));
 }
-std::unique_ptr<PromptTokenCounter> MakeLocalTokenCounter(const tokenizer::Tokenizer* tok) {
+std::unique_ptr<PromptTokenCounter> MakeLocalTokenCounter(const text::Tokenizer* tok) {
   return std::make_unique<LocalTokenCounter>(tok);
 }
 std::unique_ptr<PromptTokenCounter> MakeWordCounter() { return std::make_unique<WordCounter>(); }

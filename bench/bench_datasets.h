@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "bench/http_stream_client.h"
 
-namespace sparkserve::tokenizer {
+namespace sparkserve::text {
 class Tokenizer;
 }
 
@@ -24,7 +24,7 @@ class PromptTokenCounter {
 };
 // vLLM's POST /tokenize {"model", "prompt", "add_special_tokens": false} -> {"count"| "tokens"}.
 std::unique_ptr<PromptTokenCounter> MakeServerTokenCounter(HttpTarget target, std::string model, std::string api_key);
-std::unique_ptr<PromptTokenCounter> MakeLocalTokenCounter(const tokenizer::Tokenizer* tok);
+std::unique_ptr<PromptTokenCounter> MakeLocalTokenCounter(const text::Tokenizer* tok);
 // Whitespace-separated words: the last resort when neither is available (approximate; named so).
 std::unique_ptr<PromptTokenCounter> MakeWordCounter();
 

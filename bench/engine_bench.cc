@@ -1,20 +1,25 @@
-// bench engine: prefill to each context, time greedy decode steps, compare with the bandwidth floor.
+// bench engine: requests through the engine (no HTTP); steady decode steps timed per batch and
+// context against the bandwidth floor, and prefill timed to first tokens.
 #include "bench/engine_bench.h"
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <random>
+#include <utility>
 
+#include "engine/engine.h"
 #include "fmt/format.h"
-#include "head/cli/model_runner_factory.h"
-#include "head/engine/sampler.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 #ifdef SPARKSERVE_WITH_CUDA
-#include "model/cuda/cuda_model_runner.h"
 #include "kernels/cuda/memory_bandwidth.h"
+#include "model/cuda/cuda_model_runner.h"
 #endif
 
 namespace sparkserve::bench {
@@ -29,50 +34,91 @@ struct Point {
   double floor_ms = 0, ratio = 0;  // 0 when unknown (CPU backend)
 };
 
-struct SeqState {
-  int slot = 0;
-  std::vector<int32_t> pages;
-  std::vector<int32_t> tokens;
+struct PrefillPoint {
+  int batch = 0, prompt = 0;
+  double seconds = 0, tok_per_s = 0;
 };
 
-// Prefills every seq to `context` tokens (random ids), several seqs per step up to the step budget.
-// With `sample_first`, each seq's last chunk asks for its logits and the first token is sampled
-// (greedy, where the engine samples): the whole call is then the batch's time to first token.
-absl::Status Prefill(model::ModelRunner& runner, std::vector<SeqState>& seqs, int context, int step_tokens,
-                     int vocab, std::mt19937& rng, bool sample_first = false) {
-  std::uniform_int_distribution<int32_t> id(0, vocab - 1);
-  for (SeqState& s : seqs) {
-    s.tokens.resize(static_cast<size_t>(std::max(context, 1)));
-    for (int32_t& t : s.tokens) t = id(rng);
-  }
-  if (context == 0) return absl::OkStatus();  // the first decode step starts the sequence
-  std::vector<int> done(seqs.size(), 0);
-  while (true) {
-    model::StepPlan plan;
-    int budget = step_tokens;
-    for (size_t i = 0; i < seqs.size() && budget > 0; ++i) {
-      const int n = std::min(context - done[i], budget);
-      if (n <= 0) continue;
-      model::SeqWork w;
-      w.slot = seqs[i].slot;
-      w.start_pos = done[i];
-      w.tokens.assign(seqs[i].tokens.begin() + done[i], seqs[i].tokens.begin() + done[i] + n);
-      w.kv_pages = seqs[i].pages;
-      done[i] += n;
-      w.logits = sample_first && done[i] == context ? model::LogitsWanted::kLast : model::LogitsWanted::kNone;
-      plan.seqs.push_back(std::move(w));
-      budget -= n;
+// The engine's steps as they run, and the per-op profile of one chosen step (CUDA). Called on the
+// engine thread; the bench thread reads it between runs, when the engine is idle.
+class StepLog final : public engine::StepObserver {
+ public:
+  std::function<void()> start_profile;  // asks the runner to profile the next step
+  std::function<void()> take_profile;   // collects that step's profile
+
+  void BeforeStep(const engine::StepRecord& r) override {
+    std::lock_guard lock(mu_);
+    if (profile_when_ && start_profile && profile_when_(r)) {
+      profile_when_ = nullptr;
+      profiled_index_ = r.index;
+      start_profile();
     }
-    if (plan.seqs.empty()) return absl::OkStatus();
-    size_t rows = 0;
-    for (const model::SeqWork& w : plan.seqs) rows += w.logits == model::LogitsWanted::kLast;
-    model::RowSampling greedy;
-    greedy.temperature = 0.0f;
-    auto out = sample_first && runner.samples_on_device()
-                   ? runner.ForwardSampled(plan, std::vector<model::RowSampling>(rows, greedy))
-                   : runner.Forward(plan);
-    if (!out.ok()) return out.status();
   }
+  void AfterStep(const engine::StepRecord& r) override {
+    std::lock_guard lock(mu_);
+    records_.push_back(r);
+    if (r.index == profiled_index_) {
+      profiled_index_ = -1;
+      take_profile();
+    }
+  }
+  // Profiles the first later step for which `when` is true.
+  void ProfileWhen(std::function<bool(const engine::StepRecord&)> when) {
+    std::lock_guard lock(mu_);
+    profile_when_ = std::move(when);
+  }
+  std::vector<engine::StepRecord> Take() {
+    std::lock_guard lock(mu_);
+    return std::exchange(records_, {});
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<engine::StepRecord> records_;
+  std::function<bool(const engine::StepRecord&)> profile_when_;
+  int64_t profiled_index_ = -1;
+};
+
+// Submits `batch` greedy requests of `prompt_len` random ids (at least one) generating `max_tokens`
+// each, eos ignored, and waits until every one has finished.
+absl::Status RunRequests(engine::Engine& engine, int batch, int prompt_len, int max_tokens, int vocab,
+                         std::mt19937& rng) {
+  struct Wait {
+    std::mutex mu;
+    std::condition_variable cv;
+    int unfinished = 0;
+    std::string error;
+  };
+  auto wait = std::make_shared<Wait>();
+  wait->unfinished = batch;
+  std::uniform_int_distribution<int32_t> id(0, vocab - 1);
+  std::vector<scheduler::RequestId> ids;
+  for (int b = 0; b < batch; ++b) {
+    scheduler::Request r;
+    r.prompt_ids.resize(static_cast<size_t>(std::max(prompt_len, 1)));
+    for (int32_t& t : r.prompt_ids) t = id(rng);
+    r.max_tokens = max_tokens;
+    r.sampling.temperature = 0.0f;
+    r.stop.ignore_eos = true;
+    auto submitted = engine.Submit(std::move(r), [wait](const scheduler::TokenEvent& e) {
+      if (e.finish == scheduler::FinishReason::kNone) return;
+      std::lock_guard lock(wait->mu);
+      if (e.finish == scheduler::FinishReason::kError && wait->error.empty()) wait->error = e.error;
+      if (--wait->unfinished == 0) wait->cv.notify_all();
+    });
+    if (!submitted.ok()) {  // end the ones already in, then fail
+      for (scheduler::RequestId i : ids) engine.Cancel(i);
+      std::unique_lock lock(wait->mu);
+      wait->unfinished -= batch - b;
+      wait->cv.wait(lock, [&] { return wait->unfinished == 0; });
+      return submitted.status();
+    }
+    ids.push_back(*submitted);
+  }
+  std::unique_lock lock(wait->mu);
+  wait->cv.wait(lock, [&] { return wait->unfinished == 0; });
+  if (!wait->error.empty()) return absl::InternalError(wait->error);
+  return absl::OkStatus();
 }
 
 #ifdef SPARKSERVE_WITH_CUDA
@@ -90,209 +136,29 @@ void PrintOpProfile(FILE* f, const std::string& what, std::vector<model::cuda::C
 }
 #endif
 
-}  // namespace
-
-int RunBenchEngine(const BenchEngineArgs& a) {
+absl::Status CheckArgs(const BenchEngineArgs& a) {
   if (a.batches.empty() || a.contexts.empty() || a.steps < 1 || a.warmup < 0 || a.repeats < 1) {
-    spdlog::error("bench engine: need at least one --batch and --context, --steps >= 1, --warmup >= 0, --repeats >= 1");
-    return 2;
+    return absl::InvalidArgumentError(
+        "need at least one --batch and --context, --steps >= 1, --warmup >= 0, --repeats >= 1");
   }
   for (int b : a.batches) {
-    if (b < 1) { spdlog::error("bench engine: --batch {} < 1", b); return 2; }
+    if (b < 1) return absl::InvalidArgumentError(fmt::format("--batch {} < 1", b));
   }
   for (int c : a.contexts) {
-    if (c < 0) { spdlog::error("bench engine: --context {} < 0", c); return 2; }
+    if (c < 0) return absl::InvalidArgumentError(fmt::format("--context {} < 0", c));
   }
   for (int p : a.prompt_lens) {
-    if (p < 1) { spdlog::error("bench engine: --prompt-len {} < 1", p); return 2; }
+    if (p < 1) return absl::InvalidArgumentError(fmt::format("--prompt-len {} < 1", p));
   }
-  if (a.max_step_tokens < 1) {
-    spdlog::error("bench engine: --max-num-batched-tokens {} < 1", a.max_step_tokens);
-    return 2;
+  if (a.runner.max_step_tokens < 1) {
+    return absl::InvalidArgumentError(fmt::format("--max-num-batched-tokens {} < 1", a.runner.max_step_tokens));
   }
-  const int max_batch = *std::max_element(a.batches.begin(), a.batches.end());
-  int max_context = *std::max_element(a.contexts.begin(), a.contexts.end());
-  for (int p : a.prompt_lens) max_context = std::max(max_context, p);
-  head::RunnerSizing sizing;
-  sizing.backend = a.backend;
-  sizing.max_batch = max_batch;
-  sizing.max_seq_len = max_context + a.warmup + a.steps * a.repeats + 2;
-  sizing.max_step_tokens = std::max(a.max_step_tokens, max_batch);
-  sizing.cuda_graphs = !a.enforce_eager;
-  sizing.kv_dtype = a.kv_dtype;
-  sizing.state_dtype = a.state_dtype;
-  auto loaded = head::LoadModelRunner(a.model_dir, sizing);
-  if (!loaded.ok()) {
-    spdlog::error("bench engine: loading {}: {}", a.model_dir, std::string(loaded.status().message()));
-    return 1;
-  }
-  model::ModelRunner& runner = *loaded->runner;
-  const int vocab = static_cast<int>(loaded->config.vocab_size);
-  const int page = runner.capacity().kv_page_size;
-  const int pages_per_seq = (sizing.max_seq_len + page - 1) / page;
-  double copy_bw = 0;
-#ifdef SPARKSERVE_WITH_CUDA
-  auto* cuda_runner = dynamic_cast<model::cuda::CudaModelRunner*>(&runner);
-  if (cuda_runner != nullptr) {
-    auto bw = kernels::cuda::MeasureCopyBandwidth();
-    if (!bw.ok()) {
-      spdlog::error("bench engine: measuring copy bandwidth: {}", std::string(bw.status().message()));
-      return 1;
-    }
-    copy_bw = bw->bytes_per_second;
-  }
-#endif
-  head::Sampler sampler(vocab);
-  scheduler::SamplingParams greedy;
-  greedy.temperature = 0.0f;
-  model::RowSampling greedy_row;
-  greedy_row.temperature = 0.0f;
-  std::mt19937 rng(1234);
-  std::vector<Point> points;
-  for (const int context : a.contexts) {
-    for (const int batch : a.batches) {
-      std::vector<SeqState> seqs(static_cast<size_t>(batch));
-      for (int s = 0; s < batch; ++s) {
-        seqs[s].slot = s;
-        for (int p = 0; p < pages_per_seq; ++p) seqs[s].pages.push_back(s * pages_per_seq + p);
-      }
-      const auto t_prefill = Clock::now();
-      if (auto st = Prefill(runner, seqs, context, sizing.max_step_tokens, vocab, rng); !st.ok()) {
-        spdlog::error("bench engine: prefill to {} tokens: {}", context, std::string(st.message()));
-        return 1;
-      }
-      spdlog::info("bench engine: batch {} prefilled to {} tokens in {:.2f} s", batch, context,
-                   std::chrono::duration<double>(Clock::now() - t_prefill).count());
-      // One decode step: every seq feeds its last token; rows are sampled on the host.
-      auto decode = [&]() -> absl::Status {
-        model::StepPlan plan;
-        for (SeqState& s : seqs) {
-          model::SeqWork w;
-          w.slot = s.slot;
-          w.start_pos = static_cast<int32_t>(s.tokens.size()) - 1;
-          w.tokens = {s.tokens.back()};
-          w.kv_pages = s.pages;
-          plan.seqs.push_back(std::move(w));
-        }
-        // Sampling as the engine does it: on the runner's device when it can, else on the host.
-        const bool on_device = runner.samples_on_device();
-        auto out = on_device ? runner.ForwardSampled(plan, std::vector<model::RowSampling>(seqs.size(), greedy_row))
-                             : runner.Forward(plan);
-        if (!out.ok()) return out.status();
-        for (int s = 0; s < batch; ++s) {
-          if (on_device && out->sampled[static_cast<size_t>(s)].status == model::SampledRow::kDone) {
-            seqs[s].tokens.push_back(out->sampled[static_cast<size_t>(s)].id);
-            continue;
-          }
-          head::SamplingContext ctx;
-          ctx.params = &greedy;
-          auto tok = sampler.Sample({out->logits.data<float>() + static_cast<int64_t>(s) * vocab,
-                                     static_cast<size_t>(vocab)}, ctx);
-          if (!tok.ok()) return tok.status();
-          seqs[s].tokens.push_back(tok->id);
-        }
-        return absl::OkStatus();
-      };
-      // Context 0: the one random token is decoded at position 0 by the first warm-up step.
-      for (int i = 0; i < a.warmup; ++i) {
-        if (auto st = decode(); !st.ok()) {
-          spdlog::error("bench engine: decode: {}", std::string(st.message()));
-          return 1;
-        }
-      }
-      std::vector<double> seconds;
-      [[maybe_unused]] const int start_context = static_cast<int>(seqs[0].tokens.size());
-      for (int r = 0; r < a.repeats; ++r) {
-        const auto t0 = Clock::now();
-        for (int i = 0; i < a.steps; ++i) {
-          if (auto st = decode(); !st.ok()) {
-            spdlog::error("bench engine: decode: {}", std::string(st.message()));
-            return 1;
-          }
-        }
-        seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-      }
-#ifdef SPARKSERVE_WITH_CUDA
-      if (a.profile && cuda_runner != nullptr) {
-        cuda_runner->ProfileNextStep();
-        if (auto st = decode(); !st.ok()) {
-          spdlog::error("bench engine: profiled decode: {}", std::string(st.message()));
-          return 1;
-        }
-        PrintOpProfile(a.json_path == "-" ? stderr : stdout,
-                       fmt::format("batch {} context {}, one decode step", batch, context),
-                       cuda_runner->TakeOpProfile());
-      }
-#endif
-      std::sort(seconds.begin(), seconds.end());
-      const double median = seconds[seconds.size() / 2];
-      Point p;
-      p.batch = batch;
-      p.context = context;
-      p.ms_per_step = median * 1e3 / a.steps;
-      p.tok_per_s = static_cast<double>(batch) * a.steps / median;
-#ifdef SPARKSERVE_WITH_CUDA
-      if (cuda_runner != nullptr) {
-        const int64_t mid = start_context + a.steps * a.repeats / 2;
-        const model::cuda::DecodeTraffic t = cuda_runner->DecodeTrafficAt(std::vector<int64_t>(batch, mid));
-        p.weight_bytes = static_cast<double>(t.weight_bytes);
-        p.kv_bytes = static_cast<double>(t.kv_bytes);
-        p.state_bytes = static_cast<double>(t.state_bytes);
-        p.bytes_per_step = p.weight_bytes + p.kv_bytes + p.state_bytes;
-        p.floor_ms = p.bytes_per_step / copy_bw * 1e3;
-        p.ratio = p.floor_ms / p.ms_per_step;
-      }
-#endif
-      points.push_back(p);
-      spdlog::info("bench engine: batch {} context {}: {:.1f} tok/s ({:.3f} ms/step)", batch, context, p.tok_per_s,
-                   p.ms_per_step);
-    }
-  }
-  // Prefill: fresh sequences of `prompt` random tokens, timed to each one's first sampled token.
-  struct PrefillPoint {
-    int batch = 0, prompt = 0;
-    double seconds = 0, tok_per_s = 0;
-  };
-  std::vector<PrefillPoint> prefills;
-  for (const int prompt : a.prompt_lens) {
-    for (const int batch : a.batches) {
-      std::vector<SeqState> seqs(static_cast<size_t>(batch));
-      for (int s = 0; s < batch; ++s) {
-        seqs[s].slot = s;
-        for (int p = 0; p < pages_per_seq; ++p) seqs[s].pages.push_back(s * pages_per_seq + p);
-      }
-      std::vector<double> seconds;
-      for (int r = 0; r < a.repeats + 1; ++r) {  // the first is a warm-up
-        const auto t0 = Clock::now();
-        if (auto st = Prefill(runner, seqs, prompt, sizing.max_step_tokens, vocab, rng, true); !st.ok()) {
-          spdlog::error("bench engine: prefill of {} tokens: {}", prompt, std::string(st.message()));
-          return 1;
-        }
-        if (r > 0) seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-      }
-#ifdef SPARKSERVE_WITH_CUDA
-      if (a.profile && cuda_runner != nullptr) {  // the first step of one more prefill
-        cuda_runner->ProfileNextStep();
-        if (auto st = Prefill(runner, seqs, prompt, sizing.max_step_tokens, vocab, rng, true); !st.ok()) {
-          spdlog::error("bench engine: profiled prefill: {}", std::string(st.message()));
-          return 1;
-        }
-        PrintOpProfile(a.json_path == "-" ? stderr : stdout,
-                       fmt::format("batch {} prompt {}, the first prefill step ({} tokens a step at most)", batch,
-                                   prompt, sizing.max_step_tokens),
-                       cuda_runner->TakeOpProfile());
-      }
-#endif
-      std::sort(seconds.begin(), seconds.end());
-      PrefillPoint p{batch, prompt, seconds[seconds.size() / 2], 0};
-      p.tok_per_s = static_cast<double>(batch) * prompt / p.seconds;
-      prefills.push_back(p);
-      spdlog::info("bench engine: prefill batch {} x {} tokens: {:.0f} tok/s, time to first tokens {:.1f} ms", batch,
-                   prompt, p.tok_per_s, 1e3 * p.seconds);
-    }
-  }
-  FILE* table = a.json_path == "-" ? stderr : stdout;
-  std::fprintf(table, "bench engine: %s, backend %s%s\n", a.model_dir.c_str(), loaded->backend_description.c_str(),
+  return absl::OkStatus();
+}
+
+void PrintTable(FILE* table, const BenchEngineArgs& a, const std::string& backend, double copy_bw,
+                const std::vector<Point>& points, const std::vector<PrefillPoint>& prefills) {
+  std::fprintf(table, "bench engine: %s, backend %s%s\n", a.model_dir.c_str(), backend.c_str(),
                copy_bw > 0 ? fmt::format(", copy bandwidth {:.0f} GB/s", copy_bw / 1e9).c_str() : "");
   std::fprintf(table, "%6s %8s %10s %10s %12s %10s %7s\n", "batch", "context", "tok/s", "ms/step", "GB/step", "floor ms",
                "ratio");
@@ -307,29 +173,185 @@ int RunBenchEngine(const BenchEngineArgs& a) {
       std::fprintf(table, "%6d %8d %12.0f %12.1f\n", p.batch, p.prompt, p.tok_per_s, 1e3 * p.seconds);
     }
   }
-  if (!a.json_path.empty()) {
-    nlohmann::json j;
-    j["model_dir"] = a.model_dir;
-    j["backend"] = loaded->backend_description;
-    j["copy_bandwidth_bytes_per_s"] = copy_bw;
-    j["steps"] = a.steps;
-    j["repeats"] = a.repeats;
-    for (const Point& p : points) {
-      j["points"].push_back({{"batch", p.batch}, {"context", p.context}, {"tok_per_s", p.tok_per_s},
-                             {"ms_per_step", p.ms_per_step}, {"bytes_per_step", p.bytes_per_step},
-                             {"weight_bytes", p.weight_bytes}, {"kv_bytes", p.kv_bytes},
-                             {"state_bytes", p.state_bytes}, {"floor_ms", p.floor_ms}, {"floor_ratio", p.ratio}});
+}
+
+void WriteJson(const BenchEngineArgs& a, const std::string& backend, double copy_bw, const std::vector<Point>& points,
+               const std::vector<PrefillPoint>& prefills) {
+  nlohmann::json j;
+  j["model_dir"] = a.model_dir;
+  j["backend"] = backend;
+  j["copy_bandwidth_bytes_per_s"] = copy_bw;
+  j["steps"] = a.steps;
+  j["repeats"] = a.repeats;
+  for (const Point& p : points) {
+    j["points"].push_back({{"batch", p.batch}, {"context", p.context}, {"tok_per_s", p.tok_per_s},
+                           {"ms_per_step", p.ms_per_step}, {"bytes_per_step", p.bytes_per_step},
+                           {"weight_bytes", p.weight_bytes}, {"kv_bytes", p.kv_bytes},
+                           {"state_bytes", p.state_bytes}, {"floor_ms", p.floor_ms}, {"floor_ratio", p.ratio}});
+  }
+  for (const PrefillPoint& p : prefills) {
+    j["prefill"].push_back({{"batch", p.batch}, {"prompt_len", p.prompt}, {"tok_per_s", p.tok_per_s},
+                            {"time_to_first_tokens_s", p.seconds}});
+  }
+  if (a.json_path == "-") {
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::ofstream(a.json_path) << j.dump(2) << "\n";
+  }
+}
+
+}  // namespace
+
+int RunBenchEngine(const BenchEngineArgs& a) {
+  if (absl::Status st = CheckArgs(a); !st.ok()) {
+    spdlog::error("bench engine: {}", std::string(st.message()));
+    return 2;
+  }
+  const int max_batch = *std::max_element(a.batches.begin(), a.batches.end());
+  int max_context = *std::max_element(a.contexts.begin(), a.contexts.end());
+  for (int p : a.prompt_lens) max_context = std::max(max_context, p);
+  model::RunnerOptions options = a.runner;
+  options.max_batch = max_batch;
+  options.max_step_tokens = std::max(a.runner.max_step_tokens, max_batch);
+  options.cuda_graphs = !a.enforce_eager;
+  // Decode steps of a point: the warm-up, the timed windows, one more that ends the last window,
+  // one to profile. Sequences whose prefill ends early decode beside the others' prefill, so each
+  // generates up to `slack` more tokens than the full-batch steps need.
+  const int decode_steps = a.warmup + a.steps * a.repeats + 1 + (a.profile ? 1 : 0);
+  const int slack =
+      (max_batch * std::max(max_context, 1) + options.max_step_tokens - 1) / options.max_step_tokens + 1;
+  options.max_seq_len = std::max(max_context, 1) + decode_steps + slack + 2;
+  auto loaded = model::LoadModelRunner(a.model_dir, options);
+  if (!loaded.ok()) {
+    spdlog::error("bench engine: loading {}: {}", a.model_dir, std::string(loaded.status().message()));
+    return 1;
+  }
+  const int vocab = static_cast<int>(loaded->config.vocab_size);
+  const std::string backend = loaded->backend_description;
+  FILE* const out = a.json_path == "-" ? stderr : stdout;
+  StepLog log;
+  double copy_bw = 0;
+  std::string profile_title;
+#ifdef SPARKSERVE_WITH_CUDA
+  auto* cuda_runner = dynamic_cast<model::cuda::CudaModelRunner*>(loaded->runner.get());
+  if (cuda_runner != nullptr) {
+    auto bw = kernels::cuda::MeasureCopyBandwidth();
+    if (!bw.ok()) {
+      spdlog::error("bench engine: measuring copy bandwidth: {}", std::string(bw.status().message()));
+      return 1;
     }
-    for (const PrefillPoint& p : prefills) {
-      j["prefill"].push_back({{"batch", p.batch}, {"prompt_len", p.prompt}, {"tok_per_s", p.tok_per_s},
-                              {"time_to_first_tokens_s", p.seconds}});
-    }
-    if (a.json_path == "-") {
-      std::printf("%s\n", j.dump(2).c_str());
-    } else {
-      std::ofstream(a.json_path) << j.dump(2) << "\n";
+    copy_bw = bw->bytes_per_second;
+    log.start_profile = [cuda_runner] { cuda_runner->ProfileNextStep(); };
+    log.take_profile = [cuda_runner, out, &profile_title] {
+      PrintOpProfile(out, profile_title, cuda_runner->TakeOpProfile());
+    };
+  }
+#endif
+  engine::EngineConfig ec;
+  ec.scheduler.max_batch = max_batch;
+  ec.scheduler.max_step_tokens = options.max_step_tokens;
+  ec.max_waiting_requests = std::max(256, max_batch);
+  ec.step_observer = &log;
+  auto created = engine::Engine::Create(std::move(loaded->runner), ec);
+  if (!created.ok()) {
+    spdlog::error("bench engine: {}", std::string(created.status().message()));
+    return 1;
+  }
+  engine::Engine& engine = **created;
+  engine.Start();
+  std::mt19937 rng(1234);
+
+  std::vector<Point> points;
+  for (const int context : a.contexts) {
+    for (const int batch : a.batches) {
+      // Full-batch decode steps: every sequence feeds one token.
+      const auto full_decode = [batch](const engine::StepRecord& r) {
+        return r.num_seqs == batch && r.num_decode_tokens == batch && r.num_prefill_tokens == 0;
+      };
+      const int timed = a.steps * a.repeats;
+      if (a.profile) {
+        profile_title = fmt::format("batch {} context {}, one decode step", batch, context);
+        auto seen = std::make_shared<int>(0);
+        log.ProfileWhen([=](const engine::StepRecord& r) { return full_decode(r) && (*seen)++ == a.warmup + timed + 1; });
+      }
+      log.Take();
+      const auto t_run = Clock::now();
+      if (auto st = RunRequests(engine, batch, context, decode_steps + slack, vocab, rng); !st.ok()) {
+        spdlog::error("bench engine: batch {} context {}: {}", batch, context, std::string(st.message()));
+        return 1;
+      }
+      std::vector<engine::StepRecord> decode;
+      for (const engine::StepRecord& r : log.Take()) {
+        if (full_decode(r)) decode.push_back(r);
+      }
+      if (static_cast<int>(decode.size()) < a.warmup + timed + 1) {
+        spdlog::error("bench engine: batch {} context {}: only {} full-batch decode steps ran (want {})", batch,
+                      context, decode.size(), a.warmup + timed + 1);
+        return 1;
+      }
+      spdlog::info("bench engine: batch {} context {}: {} steps in {:.2f} s", batch, context, decode.size(),
+                   std::chrono::duration<double>(Clock::now() - t_run).count());
+      std::vector<double> seconds;
+      for (int r = 0; r < a.repeats; ++r) {
+        const size_t first = static_cast<size_t>(a.warmup + r * a.steps);
+        seconds.push_back(std::chrono::duration<double>(decode[first + a.steps].start - decode[first].start).count());
+      }
+      std::sort(seconds.begin(), seconds.end());
+      const double median = seconds[seconds.size() / 2];
+      Point p;
+      p.batch = batch;
+      p.context = context;
+      p.ms_per_step = median * 1e3 / a.steps;
+      p.tok_per_s = static_cast<double>(batch) * a.steps / median;
+#ifdef SPARKSERVE_WITH_CUDA
+      if (cuda_runner != nullptr) {
+        // Tokens cached at the middle of the timed steps (the first token of the prompt included).
+        const int64_t mid = std::max(context, 1) + 1 + a.warmup + timed / 2;
+        const model::cuda::DecodeTraffic t = cuda_runner->DecodeTrafficAt(std::vector<int64_t>(batch, mid));
+        p.weight_bytes = static_cast<double>(t.weight_bytes);
+        p.kv_bytes = static_cast<double>(t.kv_bytes);
+        p.state_bytes = static_cast<double>(t.state_bytes);
+        p.bytes_per_step = p.weight_bytes + p.kv_bytes + p.state_bytes;
+        p.floor_ms = p.bytes_per_step / copy_bw * 1e3;
+        p.ratio = p.floor_ms / p.ms_per_step;
+      }
+#endif
+      points.push_back(p);
+      spdlog::info("bench engine: batch {} context {}: {:.1f} tok/s ({:.3f} ms/step)", batch, context, p.tok_per_s,
+                   p.ms_per_step);
     }
   }
+  // Prefill: fresh requests of `prompt` random ids, timed from submission to every first token.
+  std::vector<PrefillPoint> prefills;
+  for (const int prompt : a.prompt_lens) {
+    for (const int batch : a.batches) {
+      std::vector<double> seconds;
+      for (int r = 0; r < a.repeats + 1 + (a.profile ? 1 : 0); ++r) {  // a warm-up first; a profiled run last
+        const bool profiled = a.profile && r == a.repeats + 1;
+        if (profiled) {
+          profile_title = fmt::format("batch {} prompt {}, the first prefill step ({} tokens a step at most)", batch,
+                                      prompt, options.max_step_tokens);
+          log.ProfileWhen([](const engine::StepRecord& rec) { return rec.num_prefill_tokens > 0; });
+        }
+        const auto t0 = Clock::now();
+        if (auto st = RunRequests(engine, batch, prompt, 1, vocab, rng); !st.ok()) {
+          spdlog::error("bench engine: prefill of {} tokens: {}", prompt, std::string(st.message()));
+          return 1;
+        }
+        if (r > 0 && !profiled) seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      log.Take();
+      std::sort(seconds.begin(), seconds.end());
+      PrefillPoint p{batch, prompt, seconds[seconds.size() / 2], 0};
+      p.tok_per_s = static_cast<double>(batch) * prompt / p.seconds;
+      prefills.push_back(p);
+      spdlog::info("bench engine: prefill batch {} x {} tokens: {:.0f} tok/s, time to first tokens {:.1f} ms", batch,
+                   prompt, p.tok_per_s, 1e3 * p.seconds);
+    }
+  }
+  engine.Shutdown();
+  PrintTable(out, a, backend, copy_bw, points, prefills);
+  if (!a.json_path.empty()) WriteJson(a, backend, copy_bw, points, prefills);
   return 0;
 }
 

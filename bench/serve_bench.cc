@@ -16,7 +16,7 @@
 #include "bench/serve_runner.h"
 #include "core/status.h"
 #include "fmt/format.h"
-#include "head/tokenizer/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
@@ -105,9 +105,9 @@ int RunBenchServe(const BenchServeArgs& a) {
     if (!m.ok()) return fail(m.status());
     model = *m;
   }
-  std::unique_ptr<tokenizer::Tokenizer> tok;
+  std::unique_ptr<text::Tokenizer> tok;
   if (!a.tokenizer.empty()) {
-    auto t = tokenizer::Tokenizer::Load(a.tokenizer);
+    auto t = text::Tokenizer::Load(a.tokenizer);
     if (!t.ok()) return fail(core::Annotate(t.status(), "--tokenizer"));
     tok = std::move(*t);
   }

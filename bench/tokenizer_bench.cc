@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "head/tokenizer/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 
 namespace {
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   }
 
   const auto t0 = Clock::now();
-  auto loaded = sparkserve::tokenizer::Tokenizer::Load(argv[1]);
+  auto loaded = sparkserve::text::Tokenizer::Load(argv[1]);
   const double load = Seconds(t0, Clock::now());
   if (!loaded.ok()) {
     std::fprintf(stderr, "%s\n", std::string(loaded.status().message()).c_str());

@@ -31,7 +31,7 @@ passed=$((passed + c_total - c_failed)); failed=$((failed + c_failed))
 
 log "pytest"
 set +e
-"$BUILD_DIR/venv/bin/python" -m pytest -q -p no:cacheprovider "$REPO_ROOT/tests/e2e" "$REPO_ROOT/tests/golden" \
+"$BUILD_DIR/venv/bin/python" -m pytest -q -p no:cacheprovider "$REPO_ROOT/tests/e2e" "$REPO_ROOT/tests/golden" "$REPO_ROOT/tests/layering" \
   --junitxml="$BUILD_DIR/pytest.xml" 2>&1 | tee "$BUILD_DIR/pytest.log"
 py_rc=${PIPESTATUS[0]}
 set -e

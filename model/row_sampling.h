@@ -1,7 +1,7 @@
 // RowSampling / SampledRow: sampling on the runner's device. The engine flattens one sequence's
 // sampling parameters and context into a RowSampling per logits row; a runner that samples on its
 // device (ModelRunner::samples_on_device) returns a SampledRow per row, so only ids and requested
-// logprobs cross to the host. Semantics are head/engine/sampler.h's, which the engine falls back
+// logprobs cross to the host. Semantics are engine/sampler.h's, which the engine falls back
 // to for rows the device leaves (status kNeedsHost / kNoFiniteLogit; their logits are returned).
 #pragma once
 #include <cstdint>
@@ -19,7 +19,7 @@ struct RowSampling {
   float frequency_penalty = 0.0f;
   float presence_penalty = 0.0f;
   int32_t num_logprobs = -1;  // -1: none; k >= 0: the sampled id's raw logprob + the top k (k <= 20)
-  double uniform = 0.0;       // this draw's uniform in [0, 1) (head::UniformAt)
+  double uniform = 0.0;       // this draw's uniform in [0, 1) (engine::UniformAt)
   std::vector<int32_t> banned;                    // ids masked to -inf
   std::vector<std::pair<int32_t, float>> bias;    // logit_bias
   std::vector<int32_t> history_ids;               // distinct ids of prompt + output (penalties)

@@ -28,22 +28,22 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerConfig con
         capacity.num_slots, capacity.num_kv_pages, capacity.kv_page_size, capacity.max_seq_len,
         capacity.vocab_size));
   }
-  if (config.max_batch < 0 || config.prefill_chunk < 0 || config.max_num_batched_tokens <= 0) {
+  if (config.max_batch < 0 || config.prefill_chunk < 0 || config.max_step_tokens <= 0) {
     return absl::InvalidArgumentError(fmt::format(
-        "scheduler config: max_num_batched_tokens ({}) must be > 0, prefill_chunk ({}) and "
+        "scheduler config: max_step_tokens ({}, --max-num-batched-tokens) must be > 0, prefill_chunk ({}) and "
         "max_batch ({}) >= 0",
-        config.max_num_batched_tokens, config.prefill_chunk, config.max_batch));
+        config.max_step_tokens, config.prefill_chunk, config.max_batch));
   }
   if (config.max_batch > capacity.num_slots) {
     return absl::InvalidArgumentError(fmt::format(
         "max_batch ({}) exceeds the model's {} state slots", config.max_batch, capacity.num_slots));
   }
   if (config.max_batch == 0) config.max_batch = capacity.num_slots;
-  if (config.max_num_batched_tokens < config.max_batch) {
+  if (config.max_step_tokens < config.max_batch) {
     return absl::InvalidArgumentError(fmt::format(
-        "max_num_batched_tokens ({}) is smaller than max_batch ({}): running sequences could not "
+        "max_step_tokens ({}) is smaller than max_batch ({}): running sequences could not "
         "all decode in one step",
-        config.max_num_batched_tokens, config.max_batch));
+        config.max_step_tokens, config.max_batch));
   }
   return std::unique_ptr<Scheduler>(new Scheduler(config, capacity));
 }
@@ -102,7 +102,7 @@ int32_t Scheduler::ChunkFor(const Sequence& seq, int32_t budget) const {
 ScheduledBatch Scheduler::Schedule() {
   const int64_t preemptions_before = num_preemptions_;
   std::vector<ScheduledSeq> picked;
-  int32_t budget = config_.max_num_batched_tokens;
+  int32_t budget = config_.max_step_tokens;
 
   // Running sequences: decodes first, then prefill chunks; within each, oldest first.
   for (bool decode_pass : {true, false}) {

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "model/model_runner.h"
+#include "model/capacity.h"
 #include "model/step_plan.h"
 #include "scheduler/kv_page_pool.h"
 #include "scheduler/request.h"
@@ -22,7 +22,7 @@
 namespace sparkserve::scheduler {
 
 struct SchedulerConfig {
-  int32_t max_num_batched_tokens = 2048;  // token budget of one step (all sequences together)
+  int32_t max_step_tokens = 2048;  // token budget of one step (all sequences together)
   int32_t prefill_chunk = 512;            // most tokens one sequence prefills in one step (0 = budget)
   int32_t max_batch = 0;                  // most running sequences (0 = the model's slot count)
 };

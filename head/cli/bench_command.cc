@@ -10,7 +10,7 @@
 #include "bench/engine_bench.h"
 #include "bench/serve_bench.h"
 #include "head/cli/commands.h"
-#include "head/cli/model_runner_factory.h"
+#include "head/cli/runner_flags.h"
 
 namespace sparkserve::head {
 namespace {
@@ -74,23 +74,23 @@ void AddBenchEngineSubcommand(CLI::App& bench, int* exit_code) {
   auto args = std::make_shared<bench::BenchEngineArgs>();
   CLI::App* cmd = bench.add_subcommand(
       "engine",
-      "Decode speed of the model runner in-process (no HTTP): per batch size and context, tok/s with greedy "
-      "sampling included, the bytes one step reads and, on CUDA, the floor (those bytes over the copy bandwidth "
-      "measured in the same run) and the ratio floor / measured time.");
+      "Decode speed of the engine in-process (no HTTP): per batch size and context, tok/s of greedy requests "
+      "(scheduling and sampling included), the bytes one step reads and, on CUDA, the floor (those bytes over the "
+      "copy bandwidth measured in the same run) and the ratio floor / measured time.");
   cmd->add_option("MODEL_DIR", args->model_dir, "model directory")->required();
-  cmd->add_option("--backend", args->backend, "cuda|cpu (default cuda)");
+  AddBackendOption(cmd, &args->runner, "cuda");
   cmd->add_option("--batch", args->batches, "batch sizes, comma-separated (default 1)")->delimiter(',');
   cmd->add_option("--context", args->contexts, "context lengths before the timed steps (default 0)")->delimiter(',');
   cmd->add_option("--prompt-len", args->prompt_lens,
                   "also time prefill: fresh prompts of these lengths per batch, to their first token (TTFT)")
       ->delimiter(',');
   cmd->add_option("--steps", args->steps, "timed decode steps per window (default 64)");
-  cmd->add_option("--max-num-batched-tokens", args->max_step_tokens,
+  cmd->add_option("--max-num-batched-tokens", args->runner.max_step_tokens,
                   "tokens of one prefill step, as serve's flag (default 8192)");
   cmd->add_option("--warmup", args->warmup, "untimed decode steps first (default 8)");
   cmd->add_option("--repeats", args->repeats, "timed windows; the median is reported (default 3)");
   cmd->add_flag("--enforce-eager", args->enforce_eager, "cuda: no CUDA graphs");
-  AddCacheDtypeOptions(cmd, &args->kv_dtype, &args->state_dtype);
+  AddCacheDtypeOptions(cmd, &args->runner);
   cmd->add_flag("--profile", args->profile,
                 "cuda: print each op's GPU time in one more decode step per point and in the first step of one "
                 "more prefill per prompt length");

@@ -7,14 +7,14 @@
 #include "core/logging.h"
 #include "fmt/format.h"
 #include "head/cli/commands.h"
-#include "model/demo_model.h"
+#include "head/demo/demo_model.h"
 
 namespace sparkserve::head {
 
 void AddDemoModelCommand(CLI::App& app, int* exit_code) {
   struct Args {
     std::string out_dir;
-    model::DemoModelOptions options;
+    head::DemoModelOptions options;
     bool quiet = false;
   };
   auto args = std::make_shared<Args>();
@@ -33,7 +33,7 @@ void AddDemoModelCommand(CLI::App& app, int* exit_code) {
   cmd->callback([args, exit_code]() {
     args->options.progress = !args->quiet;
     const auto start = std::chrono::steady_clock::now();
-    auto report = model::WriteDemoModel(args->out_dir, args->options);
+    auto report = head::WriteDemoModel(args->out_dir, args->options);
     if (!report.ok()) {
       std::fprintf(stderr, "demo-model: %s\n", std::string(report.status().message()).c_str());
       *exit_code = 1;

@@ -10,8 +10,8 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "fmt/format.h"
-#include "head/tokenizer/tokenizer.h"
-#include "model/cpu_model_loader.h"
+#include "text/tokenizer/tokenizer.h"
+#include "model/cpu/cpu_model_loader.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -57,14 +57,14 @@ inline void UseStderrLogging(CLI::App* cmd) {
 
 // The tokenizer of a model directory (its tokenizer.json), or null when it has none and
 // `required` is false. Errors name the directory.
-inline absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadModelTokenizer(const std::string& dir,
+inline absl::StatusOr<std::unique_ptr<text::Tokenizer>> LoadModelTokenizer(const std::string& dir,
                                                                                  bool required) {
   if (!std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) {
-    if (!required) return std::unique_ptr<tokenizer::Tokenizer>();
+    if (!required) return std::unique_ptr<text::Tokenizer>();
     return absl::NotFoundError(
         fmt::format("{} has no tokenizer.json: text input needs one (pass token ids with --ids)", dir));
   }
-  auto t = tokenizer::Tokenizer::Load(dir);
+  auto t = text::Tokenizer::Load(dir);
   if (!t.ok()) return absl::Status(t.status().code(), fmt::format("{}/tokenizer.json: {}", dir, std::string(t.status().message())));
   return t;
 }
@@ -82,15 +82,15 @@ inline absl::StatusOr<std::vector<int32_t>> InputIds(const std::string& dir, con
 }
 
 // A CPU runner with one slot sized for `max_len` positions.
-inline absl::StatusOr<std::unique_ptr<model::CpuModelRunner>> LoadSingleSequenceModel(const std::string& dir,
+inline absl::StatusOr<std::unique_ptr<model::cpu::CpuModelRunner>> LoadSingleSequenceModel(const std::string& dir,
                                                                                        int64_t max_len) {
-  model::CpuRunnerOptions o;
+  model::cpu::CpuRunnerOptions o;
   o.state.num_slots = 1;
   o.state.kv_page_size = 16;
   o.state.num_kv_pages = static_cast<int32_t>((max_len + 15) / 16);
   o.state.max_verify_tokens = 1;
   o.max_seq_len = static_cast<int32_t>(max_len);
-  return model::LoadCpuModel(dir, o);
+  return model::cpu::LoadCpuModel(dir, o);
 }
 
 }  // namespace sparkserve::head

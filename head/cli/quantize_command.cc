@@ -1,13 +1,13 @@
 // `sparkserve quantize IN_DIR OUT_DIR [--recipe nvfp4-mixed|nvfp4|fp8|FILE.json] [--calib FILE]
 // [--calib-samples N] [--no-calib] [--no-eval] [--threads N]`: calibrates on the source model (CPU),
 // streams a bf16/f16/f32 Qwen3.5 checkpoint into a compressed-tensors one (quant/quantizer/), and
-// compares the output's logits with the source's (head/calib/); progress on stderr, tables on stdout.
+// compares the output's logits with the source's (calib/); progress on stderr, tables on stdout.
 #include <chrono>
 #include <cstdio>
 #include <string>
 
 #include "fmt/format.h"
-#include "head/calib/calibrated_quantize.h"
+#include "calib/calibrated_quantize.h"
 #include "head/cli/commands.h"
 #include "model/config.h"
 #include "quant/quantizer/quantize_checkpoint.h"

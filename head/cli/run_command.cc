@@ -2,16 +2,15 @@
 // [--ignore-eos] [--json] [--backend cpu|cuda]`: one-shot generation (default: the CPU reference
 // backend). Greedy at temperature 0; stops on the eos ids of generation_config.json (then config.json).
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <optional>
-#include <random>
 #include <string>
 
+#include "engine/engine.h"
+#include "engine/generate.h"
 #include "head/cli/commands.h"
 #include "head/cli/model_command_args.h"
-#include "head/cli/model_runner_factory.h"
-#include "head/engine/sampler.h"
+#include "head/cli/runner_flags.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
@@ -25,9 +24,7 @@ struct RunArgs {
   int64_t seed = -1;
   bool ignore_eos = false;
   bool json = false;
-  std::string backend = "cpu";
-  std::string kv_dtype = "bf16";
-  std::string state_dtype = "fp32";
+  model::RunnerOptions runner;  // CPU by default
 };
 
 int RunGenerate(const RunArgs& a) {
@@ -46,53 +43,42 @@ int RunGenerate(const RunArgs& a) {
     return 2;
   }
   const int64_t max_len = static_cast<int64_t>(ids->size()) + std::max(a.max_new, 1);
-  RunnerSizing sizing;
-  sizing.backend = a.backend;
-  sizing.kv_dtype = a.kv_dtype;
-  sizing.state_dtype = a.state_dtype;
-  sizing.max_batch = 1;
-  sizing.max_seq_len = static_cast<int>(max_len);
-  sizing.max_step_tokens = static_cast<int>(max_len);  // the prompt in one step
-  auto loaded = LoadModelRunner(a.dir, sizing);
+  model::RunnerOptions options = a.runner;
+  options.max_batch = 1;
+  options.max_seq_len = static_cast<int32_t>(max_len);
+  options.max_step_tokens = static_cast<int32_t>(max_len);  // the prompt in one step
+  auto loaded = model::LoadModelRunner(a.dir, options);
   if (!loaded.ok()) {
-    spdlog::error("run: loading {} (--backend {}): {}", a.dir, a.backend, std::string(loaded.status().message()));
+    spdlog::error("run: loading {} (--backend {}): {}", a.dir, model::BackendName(options.backend),
+                  std::string(loaded.status().message()));
     return 1;
   }
-  model::ModelRunner& runner = *loaded->runner;
-  const std::vector<int32_t> eos = loaded->config.stop_token_ids();
-  // The serving engine's sampler: the same seed gives the same tokens here and through `serve`.
-  scheduler::SamplingParams params;
-  params.temperature = static_cast<float>(a.temperature);
-  const uint64_t seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
-  Sampler sampler(static_cast<int32_t>(loaded->config.vocab_size));
-  model::SeqWork s;
-  s.tokens = *ids;
-  s.logits = model::LogitsWanted::kLast;
-  for (int32_t p = 0; p < runner.capacity().num_kv_pages; ++p) s.kv_pages.push_back(p);
+  // The serving engine: the same seed gives the same tokens here and through `serve`.
+  engine::EngineConfig ec;
+  ec.scheduler.max_batch = 1;
+  ec.scheduler.max_step_tokens = options.max_step_tokens;
+  ec.eos_token_ids = loaded->config.stop_token_ids();
+  auto created = engine::Engine::Create(std::move(loaded->runner), ec);
+  if (!created.ok()) {
+    spdlog::error("run: {}", std::string(created.status().message()));
+    return 1;
+  }
   std::vector<int32_t> generated;
-  while (static_cast<int32_t>(generated.size()) < a.max_new) {
-    model::StepPlan plan;
-    plan.seqs.push_back(s);
-    auto step = runner.Forward(plan);
-    if (!step.ok()) {
-      spdlog::error("run: {}", std::string(step.status().message()));
+  if (a.max_new > 0) {
+    (*created)->Start();
+    scheduler::Request request;
+    request.prompt_ids = *ids;
+    request.max_tokens = a.max_new;
+    request.sampling.temperature = static_cast<float>(a.temperature);
+    if (a.seed >= 0) request.sampling.seed = static_cast<uint64_t>(a.seed);
+    request.stop.ignore_eos = a.ignore_eos;
+    auto samples = engine::Generate(**created, std::move(request));
+    (*created)->Shutdown();
+    if (!samples.ok()) {
+      spdlog::error("run: {}", std::string(samples.status().message()));
       return 1;
     }
-    SamplingContext ctx;
-    ctx.params = &params;
-    ctx.prompt = *ids;
-    ctx.output = generated;
-    ctx.rng_seed = SequenceSeed(seed, 0);
-    auto sampled = sampler.Sample({step->logits.data<float>(), static_cast<size_t>(step->logits.dim(1))}, ctx);
-    if (!sampled.ok()) {
-      spdlog::error("run: {}", std::string(sampled.status().message()));
-      return 1;
-    }
-    const int32_t next = sampled->id;
-    generated.push_back(next);
-    if (!a.ignore_eos && std::find(eos.begin(), eos.end(), next) != eos.end()) break;
-    s.start_pos += static_cast<int32_t>(s.tokens.size());
-    s.tokens = {next};
+    generated = std::move(samples->front().ids);
   }
   // Text of the generated ids without special tokens (eos included in `ids`, not in `text`).
   std::optional<std::string> text;
@@ -122,8 +108,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   auto* ids = cmd->add_option("--ids", a->ids, "prompt token ids, e.g. 1,2,3");
   ids->excludes(prompt);
   cmd->add_option("--max-new", a->max_new, "tokens to generate at most (default 16)");
-  cmd->add_option("--backend", a->backend, "cpu|cuda (default cpu)");
-  AddCacheDtypeOptions(cmd, &a->kv_dtype, &a->state_dtype);
+  AddBackendOption(cmd, &a->runner, "cpu");
+  AddCacheDtypeOptions(cmd, &a->runner);
   cmd->add_option("--temperature", a->temperature, "0 = greedy (default 0)");
   cmd->add_option("--seed", a->seed, "sampling seed (default: random)");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "do not stop on the model's eos ids");

@@ -47,7 +47,7 @@ int RunScore(const std::string& dir, const std::string& ids_text, const std::str
   s.logits = model::LogitsWanted::kAll;
   for (int32_t p = 0; p < (*runner)->capacity().num_kv_pages; ++p) s.kv_pages.push_back(p);
   plan.seqs.push_back(std::move(s));
-  auto step = (*runner)->Forward(plan);
+  auto step = (*runner)->Run(plan);
   if (!step.ok()) {
     spdlog::error("score: {}", std::string(step.status().message()));
     return 1;

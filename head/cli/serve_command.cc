@@ -7,36 +7,36 @@
 #include <memory>
 #include <string>
 
-#include "head/chat/output/output_parser.h"
+#include "text/output/output_parser.h"
 #include "head/cli/commands.h"
 #include "head/cli/model_command_args.h"
-#include "head/engine/engine.h"
+#include "head/cli/runner_flags.h"
+#include "engine/engine.h"
 #include "head/http/api_server.h"
 #include "head/http/generation.h"
 #include "head/http/http_server.h"
 #include "head/http/model_output_parser.h"
 #include "head/http/model_text_codec.h"
-#include "head/cli/model_runner_factory.h"
 #include "spdlog/spdlog.h"
 
 namespace sparkserve::head {
 namespace {
 
+model::RunnerOptions AutoBackend() {
+  model::RunnerOptions o;
+  o.backend = model::Backend::kAuto;
+  return o;
+}
+
 struct ServeArgs {
   std::string dir;
   std::string host = "127.0.0.1";
   int port = 8000;
-  std::string backend = "auto";
+  model::RunnerOptions runner = AutoBackend();
   int tp = 1;
   std::string nodes;
-  int max_batch = 8;
-  int max_seq_len = 4096;
   int max_tokens = 0;
   int prefill_chunk = 0;  // 0: the step budget
-  int max_num_batched_tokens = RunnerSizing{}.max_step_tokens;
-  std::string kv_dtype = "bf16";
-  std::string state_dtype = "fp32";
-  bool w4a4_prefill = false;
   std::string api_key;
   std::string served_model_name;
   int max_queue = 256;
@@ -45,7 +45,6 @@ struct ServeArgs {
   std::string output_parser = "qwen3_5";
   int drain_timeout_s = 60;
   bool enforce_eager = false;
-  double gpu_memory_utilization = 0.9;
 };
 
 // Sampling defaults from generation_config.json (a request's own fields win).
@@ -64,21 +63,17 @@ scheduler::SamplingParams DefaultSampling(const model::Qwen35Config& config) {
 }
 
 int Serve(const ServeArgs& a) {
-  if (a.backend != "cpu" && a.backend != "cuda" && a.backend != "auto") {
-    spdlog::error("serve: unknown --backend '{}' (expected auto, cpu or cuda)", a.backend);
-    return 2;
-  }
   if (a.tp != 1 || !a.nodes.empty()) {
     spdlog::error("serve: tensor parallelism (--tp/--nodes) is not wired into serve yet; use --tp 1");
     return 2;
   }
-  if (a.port < 0 || a.port > 65535 || a.max_batch < 1 || a.max_seq_len < 2 || a.max_tokens < 0 ||
+  if (a.port < 0 || a.port > 65535 || a.runner.max_batch < 1 || a.runner.max_seq_len < 2 || a.max_tokens < 0 ||
       a.prefill_chunk < 0 || a.max_queue < 1 || a.io_threads < 1 || a.max_body_mb < 1) {
     spdlog::error("serve: out-of-range option (check --port, --max-batch, --max-seq-len, --max-tokens, "
                   "--prefill-chunk, --max-queue, --io-threads, --max-body-mb)");
     return 2;
   }
-  auto family = chat::ParseModelFamily(a.output_parser);
+  auto family = text::ParseModelFamily(a.output_parser);
   if (!family.ok()) {
     spdlog::error("serve: --output-parser: {}", std::string(family.status().message()));
     return 2;
@@ -98,11 +93,11 @@ int Serve(const ServeArgs& a) {
                        : a.served_model_name;
   if (ctx.model_name.empty()) ctx.model_name = std::filesystem::absolute(a.dir).parent_path().filename().string();
   ctx.created_unix = http::UnixNow();
-  ctx.max_seq_len = a.max_seq_len;
+  ctx.max_seq_len = a.runner.max_seq_len;
   ctx.default_max_tokens = a.max_tokens;
   ctx.api_key = a.api_key;
   ctx.ready = &ready;
-  ctx.parser_factory = http::MakeModelOutputParserFactory(*family);
+  ctx.parser_factory = http::MakeModelPieceParserFactory(*family);
   ctx.tool_call_markup = http::ToolCallMarkupFor(*family);
   http::ServingMetrics metrics(ctx.model_name);
   http::ApiServer api(ctx, &metrics);
@@ -130,30 +125,24 @@ int Serve(const ServeArgs& a) {
     server.Stop();
     return 1;
   }
-  RunnerSizing sizing;
-  sizing.backend = a.backend;
-  sizing.max_batch = a.max_batch;
-  sizing.max_seq_len = a.max_seq_len;
-  sizing.max_step_tokens = std::max(a.max_num_batched_tokens, a.max_batch);
-  sizing.cuda_graphs = !a.enforce_eager;
-  sizing.gpu_memory_utilization = a.gpu_memory_utilization;
-  sizing.kv_dtype = a.kv_dtype;
-  sizing.state_dtype = a.state_dtype;
-  sizing.w4a4_prefill = a.w4a4_prefill;
-  auto loaded = LoadModelRunner(a.dir, sizing);
+  model::RunnerOptions runner = a.runner;
+  runner.max_step_tokens = std::max(runner.max_step_tokens, runner.max_batch);
+  runner.cuda_graphs = !a.enforce_eager;
+  auto loaded = model::LoadModelRunner(a.dir, runner);
   if (!loaded.ok()) {
-    spdlog::error("serve: loading {} (--backend {}): {}", a.dir, a.backend, std::string(loaded.status().message()));
+    spdlog::error("serve: loading {} (--backend {}): {}", a.dir, model::BackendName(runner.backend),
+                  std::string(loaded.status().message()));
     server.Stop();
     return 1;
   }
   const model::Qwen35Config config = loaded->config;
-  EngineConfig ec;
-  ec.scheduler.max_batch = a.max_batch;
+  engine::EngineConfig ec;
+  ec.scheduler.max_batch = runner.max_batch;
   ec.scheduler.prefill_chunk = a.prefill_chunk;
-  ec.scheduler.max_num_batched_tokens = std::max(a.max_num_batched_tokens, a.max_batch);
+  ec.scheduler.max_step_tokens = runner.max_step_tokens;
   ec.max_waiting_requests = a.max_queue;
   ec.eos_token_ids = config.stop_token_ids();
-  auto engine = Engine::Create(std::move(loaded->runner), ec);
+  auto engine = engine::Engine::Create(std::move(loaded->runner), ec);
   if (!engine.ok()) {
     spdlog::error("serve: starting the engine: {}", std::string(engine.status().message()));
     server.Stop();
@@ -165,7 +154,7 @@ int Serve(const ServeArgs& a) {
   ctx.default_sampling = DefaultSampling(config);
   ready.store(true);
   spdlog::info("serve: model '{}' ready on http://{}:{} ({}, max_batch {}, max_seq_len {}, eos {})", ctx.model_name,
-               a.host, server.port(), loaded->backend_description, a.max_batch, a.max_seq_len, fmt::join(ec.eos_token_ids, ","));
+               a.host, server.port(), loaded->backend_description, runner.max_batch, runner.max_seq_len, fmt::join(ec.eos_token_ids, ","));
 
   int sig = 0;
   sigwait(&signals, &sig);
@@ -190,22 +179,22 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
       ->required();
   cmd->add_option("--host", a->host, "address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", a->port, "port (default 8000; 0 = any free port)");
-  cmd->add_option("--backend", a->backend, "auto|cpu|cuda (default auto: cuda when a GPU is present)");
+  AddBackendOption(cmd, &a->runner, "auto");
   cmd->add_flag("--enforce-eager", a->enforce_eager, "cuda: run decode steps without CUDA graphs (slower; for debugging)");
-  cmd->add_option("--gpu-memory-utilization", a->gpu_memory_utilization,
+  cmd->add_option("--gpu-memory-utilization", a->runner.gpu_memory_utilization,
                   "cuda: fraction of the GPU's memory to use (default 0.9); the KV cache gets what weights, state "
                   "and activations leave, up to --max-batch sequences of --max-seq-len");
   cmd->add_option("--tp", a->tp, "tensor-parallel ranks (only 1 so far)");
   cmd->add_option("--nodes", a->nodes, "host:port,... of sparkserve-node daemons (not wired yet)");
-  cmd->add_option("--max-batch", a->max_batch, "running sequences at most (default 8)");
-  cmd->add_option("--max-seq-len", a->max_seq_len, "prompt + output tokens per sequence (default 4096)");
+  cmd->add_option("--max-batch", a->runner.max_batch, "running sequences at most (default 8)");
+  cmd->add_option("--max-seq-len", a->runner.max_seq_len, "prompt + output tokens per sequence (default 4096)");
   cmd->add_option("--max-tokens", a->max_tokens, "output cap when a request sets none (default 0: the context)");
   cmd->add_option("--prefill-chunk", a->prefill_chunk, "most prompt tokens one sequence prefills per step (default 0: the whole step budget, as vLLM; "
                   "lower it to keep decodes flowing beside long prompts)");
-  cmd->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "token budget of one step: prefill chunks + decodes (default 8192; lower it on small GPUs to bound a "
+  cmd->add_option("--max-num-batched-tokens", a->runner.max_step_tokens, "token budget of one step: prefill chunks + decodes (default 8192; lower it on small GPUs to bound a "
                   "step's latency and activation memory)");
-  AddCacheDtypeOptions(cmd, &a->kv_dtype, &a->state_dtype);
-  cmd->add_flag("--w4a4-prefill", a->w4a4_prefill,
+  AddCacheDtypeOptions(cmd, &a->runner);
+  cmd->add_flag("--w4a4-prefill", a->runner.w4a4_prefill,
                 "cuda, Blackwell sm_120/121 only: prefill NVFP4 linears as W4A4 (activations quantised with the "
                 "checkpoint's calibrated input scales) on FP4 tensor cores; EXPERIMENTAL, not yet run on hardware");
   cmd->add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' or 'x-api-key: KEY'")

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "head/chat/chat_template.h"
+#include "text/chat/chat_template.h"
 #include "head/cli/commands.h"
 
 namespace sparkserve::head {
@@ -27,7 +27,7 @@ int RunTemplate(const std::string& model_dir, const std::string& request_path) {
     std::fprintf(stderr, "error: %s: expected a JSON object with \"messages\"\n", request_path.c_str());
     return 1;
   }
-  chat::ChatRenderOptions options;
+  text::ChatRenderOptions options;
   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
   for (auto it = request.begin(); it != request.end(); ++it) {
     if (it.key() == "messages") continue;
@@ -39,7 +39,7 @@ int RunTemplate(const std::string& model_dir, const std::string& request_path) {
       kwargs[it.key()] = it.value();
     }
   }
-  auto tmpl = chat::ChatTemplate::Load(model_dir);
+  auto tmpl = text::ChatTemplate::Load(model_dir);
   if (!tmpl.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(tmpl.status().message()).c_str());
     return 1;

@@ -10,8 +10,8 @@
 
 #include "fmt/format.h"
 #include "head/cli/commands.h"
-#include "head/tokenizer/incremental_detokenizer.h"
-#include "head/tokenizer/tokenizer.h"
+#include "text/tokenizer/incremental_detokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -19,7 +19,7 @@
 namespace sparkserve::head {
 namespace {
 
-using tokenizer::TokenId;
+using text::TokenId;
 using Json = nlohmann::json;
 
 struct TokenizeArgs {
@@ -57,10 +57,10 @@ bool ParseIdList(const std::string& s, std::vector<TokenId>& ids) {
   return true;
 }
 
-std::string DecodeIds(const tokenizer::Tokenizer& tok, const std::vector<TokenId>& ids, const TokenizeArgs& a,
+std::string DecodeIds(const text::Tokenizer& tok, const std::vector<TokenId>& ids, const TokenizeArgs& a,
                       std::vector<std::string>* pieces) {
   if (!a.stream) return tok.Decode(ids, a.skip_special);
-  tokenizer::IncrementalDetokenizer detok(tok, a.skip_special);
+  text::IncrementalDetokenizer detok(tok, a.skip_special);
   std::string all;
   for (TokenId id : ids) {
     pieces->push_back(detok.Push(id));
@@ -71,7 +71,7 @@ std::string DecodeIds(const tokenizer::Tokenizer& tok, const std::vector<TokenId
   return all;
 }
 
-int RunFile(const tokenizer::Tokenizer& tok, const TokenizeArgs& a) {
+int RunFile(const text::Tokenizer& tok, const TokenizeArgs& a) {
   std::ifstream file;
   std::istream* in = &std::cin;
   if (a.file != "-") {
@@ -136,7 +136,7 @@ int RunTokenize(const TokenizeArgs& a) {
     spdlog::error("tokenize: give TEXT (or --file F)");
     return 2;
   }
-  auto tok = tokenizer::Tokenizer::Load(a.model_dir);
+  auto tok = text::Tokenizer::Load(a.model_dir);
   if (!tok.ok()) {
     spdlog::error("{}", std::string(tok.status().message()));
     return 1;

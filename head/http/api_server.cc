@@ -130,7 +130,7 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<ResponseChannel> channel
     }
     if (path == "/metrics") {
       if (!is_get) throw RequestError(405, "use GET /metrics");
-      head::EngineStats stats = ctx_.engine ? ctx_.engine->Stats() : head::EngineStats{};
+      engine::EngineStats stats = ctx_.engine ? ctx_.engine->Stats() : engine::EngineStats{};
       return Reply(req, channel, HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", {},
                                               metrics_->Render(stats)});
     }

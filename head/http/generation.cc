@@ -60,7 +60,7 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
         info_(std::move(info)) {
     int n = std::max(1, setup_.request.n);
     for (int i = 0; i < n; ++i) {
-      std::unique_ptr<OutputParser> parser;
+      std::unique_ptr<PieceParser> parser;
       if (setup_.parse_output && ctx_.parser_factory) parser = ctx_.parser_factory(setup_.parser_options);
       samples_.push_back(Sample{
           std::make_unique<SampleText>(ctx_.codec->NewDecoder(setup_.skip_special_tokens),
@@ -74,7 +74,7 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
   void Start() {
     auto self = shared_from_this();
     auto exec = channel_->executor();
-    head::TokenSink sink = [self, exec](const scheduler::TokenEvent& ev) {
+    engine::TokenSink sink = [self, exec](const scheduler::TokenEvent& ev) {
       boost::asio::post(exec, [self, ev] { self->OnEvent(ev); });
     };
     scheduler::Request req = setup_.request;

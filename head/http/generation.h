@@ -65,7 +65,7 @@ struct GenerationSetup {
   bool include_stop_str_in_output = false;
   bool skip_special_tokens = true;
   bool parse_output = true;               // false: text passes through as content
-  OutputParserOptions parser_options;
+  PieceParserOptions parser_options;
   std::string tool_id_prefix = "call_";
   bool stream = false;
 };

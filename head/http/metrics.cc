@@ -30,7 +30,7 @@ std::string EscapeLabelValue(const std::string& v) {
   return out;
 }
 
-void RenderHistogram(std::string& out, const head::Histogram& h, const std::string& name,
+void RenderHistogram(std::string& out, const engine::Histogram& h, const std::string& name,
                      const std::string& labels) {
   for (size_t i = 0; i <= h.bounds.size(); ++i) {
     std::string le = i < h.bounds.size() ? Num(h.bounds[i]) : "+Inf";
@@ -48,7 +48,7 @@ void ServingMetrics::CountHttpResponse(int status) {
   ++http_responses_[status];
 }
 
-std::string ServingMetrics::Render(const head::EngineStats& st) const {
+std::string ServingMetrics::Render(const engine::EngineStats& st) const {
   std::string out;
   auto gauge = [&](const char* short_name, const char* help, double v) {
     std::string name = fmt::format("sparkserve:{}", short_name);
@@ -89,7 +89,7 @@ std::string ServingMetrics::Render(const head::EngineStats& st) const {
       out += fmt::format("{}_total{{finished_reason=\"{}\",{}}} {}\n", name, reason, labels_, n);
     }
   }
-  auto hist = [&](const char* short_name, const char* help, const head::Histogram& h) {
+  auto hist = [&](const char* short_name, const char* help, const engine::Histogram& h) {
     std::string name = fmt::format("sparkserve:{}", short_name);
     Head(out, name, "histogram", help);
     RenderHistogram(out, h, name, labels_);

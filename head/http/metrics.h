@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "head/engine/engine_api.h"
+#include "engine/engine_api.h"
 
 namespace sparkserve::http {
 
 // Appends `name`_bucket/_count/_sum lines of `h` with `labels` (e.g. model_name="m").
-void RenderHistogram(std::string& out, const head::Histogram& h, const std::string& name,
+void RenderHistogram(std::string& out, const engine::Histogram& h, const std::string& name,
                      const std::string& labels);
 
 class ServingMetrics {
@@ -23,7 +23,7 @@ class ServingMetrics {
   void CountHttpResponse(int status);
 
   // The whole /metrics page.
-  std::string Render(const head::EngineStats& stats) const;
+  std::string Render(const engine::EngineStats& stats) const;
 
  private:
   std::string labels_;  // model_name="..."

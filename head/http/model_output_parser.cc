@@ -1,4 +1,4 @@
-// Adapter: chat::OutputParser events -> http::OutputPiece.
+// Adapter: text::OutputParser events -> http::OutputPiece.
 #include "head/http/model_output_parser.h"
 
 #include "spdlog/spdlog.h"
@@ -7,11 +7,11 @@ namespace sparkserve::http {
 
 namespace {
 
-class ModelOutputParser : public OutputParser {
+class ModelPieceParser : public PieceParser {
  public:
   // `forced_output`: prompt text the parser reads first, as if generated; its pieces are held and
   // come out in front of the first Feed/Finish result.
-  ModelOutputParser(chat::OutputParserOptions options, const std::string& forced_output)
+  ModelPieceParser(text::OutputParserOptions options, const std::string& forced_output)
       : parser_(std::move(options)) {
     if (!forced_output.empty()) held_ = Convert(parser_.Feed(forced_output));
   }
@@ -29,57 +29,57 @@ class ModelOutputParser : public OutputParser {
     return out;
   }
 
-  static std::vector<OutputPiece> Convert(const chat::OutputEvents& events) {
+  static std::vector<OutputPiece> Convert(const text::OutputEvents& events) {
     std::vector<OutputPiece> out;
     for (const auto& e : events) {
       switch (e.kind) {
-        case chat::OutputEventKind::kReasoningDelta:
+        case text::OutputEventKind::kReasoningDelta:
           out.push_back({OutputPiece::Kind::kReasoning, 0, e.text});
           break;
-        case chat::OutputEventKind::kContentDelta:
+        case text::OutputEventKind::kContentDelta:
           out.push_back({OutputPiece::Kind::kContent, 0, e.text});
           break;
-        case chat::OutputEventKind::kToolCallStart:
+        case text::OutputEventKind::kToolCallStart:
           out.push_back({OutputPiece::Kind::kToolCallName, e.index, e.name});
           break;
-        case chat::OutputEventKind::kToolCallArgumentsDelta:
+        case text::OutputEventKind::kToolCallArgumentsDelta:
           out.push_back({OutputPiece::Kind::kToolCallArguments, e.index, e.text});
           break;
-        case chat::OutputEventKind::kToolCallEnd:
+        case text::OutputEventKind::kToolCallEnd:
           break;  // the call's markup: removed from the output by design
       }
     }
     return out;
   }
-  chat::OutputParser parser_;
+  text::OutputParser parser_;
   std::vector<OutputPiece> held_;
 };
 
 }  // namespace
 
-OutputParserFactory MakeModelOutputParserFactory(chat::ModelFamily family) {
-  return [family](const OutputParserOptions& o) -> std::unique_ptr<OutputParser> {
-    chat::OutputParserOptions opts = chat::OutputParserOptions::ForFamily(family);
+PieceParserFactory MakeModelPieceParserFactory(text::ModelFamily family) {
+  return [family](const PieceParserOptions& o) -> std::unique_ptr<PieceParser> {
+    text::OutputParserOptions opts = text::OutputParserOptions::ForFamily(family);
     opts.parse_reasoning = opts.parse_reasoning && o.parse_reasoning;
     if (o.parse_tool_calls && o.tools.is_array()) {
-      auto schemas = chat::ToolSchemas::FromTools(nlohmann::json::parse(o.tools.dump()));
+      auto schemas = text::ToolSchemas::FromTools(nlohmann::json::parse(o.tools.dump()));
       if (!schemas.ok()) {
         spdlog::warn("http: tool schemas not usable ({}); tool-call values stay text",
                      std::string(schemas.status().message()));
-        opts.WithTools(chat::ToolSchemas());
+        opts.WithTools(text::ToolSchemas());
       } else {
         opts.WithTools(std::move(*schemas));
       }
     }
     opts.StartingInReasoning(o.starts_in_reasoning);
-    return std::make_unique<ModelOutputParser>(std::move(opts), o.forced_output);
+    return std::make_unique<ModelPieceParser>(std::move(opts), o.forced_output);
   };
 }
 
-ToolCallMarkup ToolCallMarkupFor(chat::ModelFamily family) {
+ToolCallMarkup ToolCallMarkupFor(text::ModelFamily family) {
   switch (family) {
-    case chat::ModelFamily::kQwen3: return ToolCallMarkup::kQwenJson;
-    case chat::ModelFamily::kQwen3_5: return ToolCallMarkup::kQwenXml;
+    case text::ModelFamily::kQwen3: return ToolCallMarkup::kQwenJson;
+    case text::ModelFamily::kQwen3_5: return ToolCallMarkup::kQwenXml;
     default: return ToolCallMarkup::kNone;
   }
 }

@@ -2,14 +2,14 @@
 #include "head/http/model_text_codec.h"
 
 #include "core/status.h"
-#include "head/tokenizer/incremental_detokenizer.h"
+#include "text/tokenizer/incremental_detokenizer.h"
 
 namespace sparkserve::http {
 
 namespace {
 class Detokenizer : public IncrementalTextDecoder {
  public:
-  Detokenizer(const tokenizer::Tokenizer& t, bool skip) : detok_(t, skip) {}
+  Detokenizer(const text::Tokenizer& t, bool skip) : detok_(t, skip) {}
   std::string Push(std::span<const int32_t> ids) override {
     std::string out;
     for (int32_t id : ids) out += detok_.Push(id);
@@ -18,14 +18,14 @@ class Detokenizer : public IncrementalTextDecoder {
   std::string Flush() override { return detok_.Finish(); }
 
  private:
-  tokenizer::IncrementalDetokenizer detok_;
+  text::IncrementalDetokenizer detok_;
 };
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelTextCodec>> ModelTextCodec::Load(const std::string& model_dir) {
-  auto tok = tokenizer::Tokenizer::Load(model_dir);
+  auto tok = text::Tokenizer::Load(model_dir);
   if (!tok.ok()) return core::Annotate(tok.status(), "loading the tokenizer");
-  auto tmpl = chat::ChatTemplate::Load(model_dir);
+  auto tmpl = text::ChatTemplate::Load(model_dir);
   if (!tmpl.ok()) return core::Annotate(tmpl.status(), "loading the chat template");
   return std::make_unique<ModelTextCodec>(std::move(*tok), std::move(*tmpl));
 }
@@ -54,7 +54,7 @@ absl::StatusOr<std::string> ModelTextCodec::RenderChat(const Json& messages, con
   Json kwargs = template_kwargs.is_object() ? template_kwargs : Json::object();
   kwargs["add_generation_prompt"] = add_generation_prompt;
   if (!tools.is_null()) kwargs["tools"] = tools;
-  chat::ChatRenderOptions options;
+  text::ChatRenderOptions options;
   options.continue_final_message = continue_final_message;
   return template_.Render(messages, kwargs, options);
 }

@@ -1,13 +1,13 @@
 // ModelTextCodec: the HTTP layer's TextCodec over a model directory's tokenizer.json
-// (head/tokenizer) and chat template (head/chat).
+// (text/tokenizer) and chat template (text/chat).
 #pragma once
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "head/chat/chat_template.h"
+#include "text/chat/chat_template.h"
 #include "head/http/serving_backend.h"
-#include "head/tokenizer/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace sparkserve::http {
 
@@ -16,7 +16,7 @@ class ModelTextCodec : public TextCodec {
   // Loads MODEL_DIR/tokenizer.json and the chat template (chat_template.jinja or
   // tokenizer_config.json).
   static absl::StatusOr<std::unique_ptr<ModelTextCodec>> Load(const std::string& model_dir);
-  ModelTextCodec(std::unique_ptr<tokenizer::Tokenizer> tok, chat::ChatTemplate tmpl)
+  ModelTextCodec(std::unique_ptr<text::Tokenizer> tok, text::ChatTemplate tmpl)
       : tokenizer_(std::move(tok)), template_(std::move(tmpl)) {}
 
   absl::StatusOr<std::vector<int32_t>> Encode(const std::string& text, bool add_special_tokens) const override;
@@ -26,11 +26,11 @@ class ModelTextCodec : public TextCodec {
   int32_t vocab_size() const override;
   absl::StatusOr<std::string> RenderChat(const Json& messages, const Json& tools, bool add_generation_prompt,
                                          bool continue_final_message, const Json& template_kwargs) const override;
-  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const text::Tokenizer& tokenizer() const { return *tokenizer_; }
 
  private:
-  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
-  chat::ChatTemplate template_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
+  text::ChatTemplate template_;
 };
 
 }  // namespace sparkserve::http

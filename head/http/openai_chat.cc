@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "fmt/format.h"
-#include "head/chat/output/output_parser.h"
+#include "text/output/output_parser.h"
 #include "head/http/api_error.h"
 #include "head/http/sampling_fields.h"
 #include "head/http/tool_choice.h"
@@ -154,7 +154,7 @@ RenderedChat RenderChatPrompt(const ServingContext& ctx, const Json& messages, c
     throw RequestError(400, fmt::format("cannot tokenize the prompt: {}", std::string(ids.status().message())));
   }
   r.prompt_ids = std::move(*ids);
-  r.starts_in_reasoning = add_generation_prompt && chat::PromptOpensReasoning(r.prompt);
+  r.starts_in_reasoning = add_generation_prompt && text::PromptOpensReasoning(r.prompt);
   return r;
 }
 

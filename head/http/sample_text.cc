@@ -5,18 +5,18 @@
 namespace sparkserve::http {
 
 namespace {
-tokenizer::StopStringMatcher MakeMatcher(std::vector<std::string> stops, bool include) {
-  auto m = tokenizer::StopStringMatcher::Create(std::move(stops), include);
-  if (!m.ok()) return *tokenizer::StopStringMatcher::Create({}, false);  // parsers reject empty stops
+text::StopStringMatcher MakeMatcher(std::vector<std::string> stops, bool include) {
+  auto m = text::StopStringMatcher::Create(std::move(stops), include);
+  if (!m.ok()) return *text::StopStringMatcher::Create({}, false);  // parsers reject empty stops
   return std::move(*m);
 }
 }  // namespace
 
 SampleText::SampleText(std::unique_ptr<IncrementalTextDecoder> decoder,
-                       std::unique_ptr<OutputParser> parser, std::vector<std::string> stop_strings,
+                       std::unique_ptr<PieceParser> parser, std::vector<std::string> stop_strings,
                        bool include_stop_str_in_output)
     : decoder_(std::move(decoder)),
-      parser_(parser ? std::move(parser) : std::make_unique<PlainOutputParser>()),
+      parser_(parser ? std::move(parser) : std::make_unique<PlainPieceParser>()),
       stop_strings_(stop_strings),
       stop_(MakeMatcher(std::move(stop_strings), include_stop_str_in_output)) {}
 
@@ -41,7 +41,7 @@ void SampleText::Release(std::string text, Update& out) {
 SampleText::Update SampleText::Push(std::span<const int32_t> ids) {
   Update out;
   if (stopped_ || finished_) return out;
-  tokenizer::StopStringMatcher::Output o = stop_.Push(decoder_->Push(ids));
+  text::StopStringMatcher::Output o = stop_.Push(decoder_->Push(ids));
   Release(std::move(o.text), out);
   if (o.stop_index) {
     stopped_ = true;
@@ -56,7 +56,7 @@ SampleText::Update SampleText::Finish() {
   if (finished_) return out;
   finished_ = true;
   if (stopped_) return out;
-  tokenizer::StopStringMatcher::Output o = stop_.Push(decoder_->Flush());
+  text::StopStringMatcher::Output o = stop_.Push(decoder_->Flush());
   Release(std::move(o.text), out);
   if (o.stop_index) {
     out.stop_string = stop_strings_.at(*o.stop_index);

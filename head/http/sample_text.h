@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "head/http/serving_backend.h"
-#include "head/tokenizer/stop_string_matcher.h"
+#include "text/tokenizer/stop_string_matcher.h"
 
 namespace sparkserve::http {
 
 class SampleText {
  public:
-  SampleText(std::unique_ptr<IncrementalTextDecoder> decoder, std::unique_ptr<OutputParser> parser,
+  SampleText(std::unique_ptr<IncrementalTextDecoder> decoder, std::unique_ptr<PieceParser> parser,
              std::vector<std::string> stop_strings, bool include_stop_str_in_output);
 
   struct Update {
@@ -36,9 +36,9 @@ class SampleText {
   void Release(std::string text, Update& out);
 
   std::unique_ptr<IncrementalTextDecoder> decoder_;
-  std::unique_ptr<OutputParser> parser_;
+  std::unique_ptr<PieceParser> parser_;
   std::vector<std::string> stop_strings_;
-  tokenizer::StopStringMatcher stop_;
+  text::StopStringMatcher stop_;
   std::string released_;
   bool stopped_ = false;
   bool finished_ = false;

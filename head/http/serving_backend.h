@@ -1,6 +1,6 @@
 // What the HTTP layer needs from the rest of the head, as small interfaces: text <-> token ids and
 // chat rendering (TextCodec), the model-output parser (reasoning / tool-call markup), and the engine
-// (head/engine/engine_api.h). `sparkserve serve` plugs the real tokenizer, chat template, parsers
+// (engine/engine_api.h). `sparkserve serve` plugs the real tokenizer, chat template, parsers
 // and engine in; tests plug doubles.
 #pragma once
 #include <atomic>
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "head/engine/engine_api.h"
+#include "engine/engine_api.h"
 #include "head/http/json_io.h"
 #include "scheduler/request.h"
 
@@ -59,15 +59,15 @@ struct OutputPiece {
 };
 
 // Splits one sample's decoded text, fed incrementally, into content, reasoning and tool calls.
-class OutputParser {
+class PieceParser {
  public:
-  virtual ~OutputParser() = default;
+  virtual ~PieceParser() = default;
   virtual std::vector<OutputPiece> Feed(std::string_view text) = 0;
   // End of output: releases anything held back (an unfinished tag is content/reasoning text).
   virtual std::vector<OutputPiece> Finish() = 0;
 };
 
-struct OutputParserOptions {
+struct PieceParserOptions {
   bool starts_in_reasoning = false;  // the prompt ended inside <think>
   bool parse_reasoning = true;
   bool parse_tool_calls = false;     // tools were given and tool_choice != none
@@ -78,10 +78,10 @@ struct OutputParserOptions {
   std::string forced_output;
 };
 
-using OutputParserFactory = std::function<std::unique_ptr<OutputParser>(const OutputParserOptions&)>;
+using PieceParserFactory = std::function<std::unique_ptr<PieceParser>(const PieceParserOptions&)>;
 
 // Passes everything through as content (completions, or a model without markup).
-class PlainOutputParser : public OutputParser {
+class PlainPieceParser : public PieceParser {
  public:
   std::vector<OutputPiece> Feed(std::string_view text) override {
     if (text.empty()) return {};
@@ -99,9 +99,9 @@ enum class ToolCallMarkup {
 
 // Everything a request handler needs; owned by `sparkserve serve` (or a test).
 struct ServingContext {
-  head::EngineApi* engine = nullptr;
+  engine::EngineApi* engine = nullptr;
   const TextCodec* codec = nullptr;
-  OutputParserFactory parser_factory;        // null: PlainOutputParser
+  PieceParserFactory parser_factory;        // null: PlainPieceParser
   ToolCallMarkup tool_call_markup = ToolCallMarkup::kNone;  // matches parser_factory's family
   std::string model_name = "sparkserve";    // --served-model-name
   int64_t created_unix = 0;                 // /v1/models "created"

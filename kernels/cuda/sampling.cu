@@ -1,4 +1,4 @@
-// Token sampling on the GPU: one block per logits row reproduces head::Sampler::Sample (vLLM order)
+// Token sampling on the GPU: one block per logits row reproduces engine::Sampler::Sample (vLLM order)
 // with several passes over the row (it stays in L2):
 //   1. raw stats (max, argmax, NaN) of the row, copying it to the workspace when logits are processed;
 //      then banned -> -inf, + logit_bias, penalties on the copy and the stats of the processed row;
@@ -23,7 +23,7 @@ namespace {
 
 using namespace sampling_detail;  // NOLINT(google-build-using-namespace): this file's own helpers
 
-constexpr float kGreedyTemperature = 1e-5f;  // head::kGreedyTemperature
+constexpr float kGreedyTemperature = 1e-5f;  // engine::kGreedyTemperature
 constexpr float kInf = __builtin_huge_valf();
 
 enum RowStatus : int32_t { kDone = 0, kNeedsHost = 1, kNoFiniteLogit = 2 };

@@ -1,4 +1,4 @@
-// Token sampling on the GPU, one logits row per sequence, with the semantics of head/engine/sampler
+// Token sampling on the GPU, one logits row per sequence, with the semantics of engine/sampler
 // (vLLM order): raw logprobs -> banned ids -> logit_bias -> penalties (repetition, frequency,
 // presence) -> greedy (temperature < 1e-5) or temperature -> min_p -> top_k -> top_p -> draw with
 // the uniform number given per row. Only ids, logprobs and a per-row flag return to the host.
@@ -13,7 +13,7 @@
 
 namespace sparkserve::kernels::cuda {
 
-inline constexpr int kMaxGpuLogprobs = 20;     // top logprobs per row (head::kMaxLogprobs)
+inline constexpr int kMaxGpuLogprobs = 20;     // top logprobs per row (engine::kMaxLogprobs)
 inline constexpr int kMaxGpuCandidates = 1024; // truncated sets larger than this go to the host
 
 // One row's parameters (device array of these, one per row).
@@ -26,12 +26,12 @@ struct SamplingRow {
   float frequency_penalty = 0.0f;
   float presence_penalty = 0.0f;
   int32_t num_logprobs = -1;      // -1: none; k in [0, 20]: sampled token's raw logprob + top k
-  double uniform = 0.0;           // the row's draw in [0, 1) (head::UniformAt on the host)
+  double uniform = 0.0;           // the row's draw in [0, 1) (engine::UniformAt on the host)
   // Sparse per-row inputs, ranges into the shared arrays below: [begin, end).
   int32_t banned_begin = 0, banned_end = 0;      // ids masked to -inf
   int32_t bias_begin = 0, bias_end = 0;          // (id, bias) pairs, distinct ids (logit_bias is a map)
   int32_t history_begin = 0, history_end = 0;    // distinct ids of prompt + output with output counts
-  // Ids outside [0, vocab) in these lists are ignored, as head::Sampler does.
+  // Ids outside [0, vocab) in these lists are ignored, as engine::Sampler does.
 };
 
 struct SamplingInputs {

@@ -12,7 +12,7 @@
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/gdn.h"
 #include "kernels/cuda/norm_ops.h"
-#include "model/activation_fake_quant.h"
+#include "quant/activation_quant.h"
 #include "model/memory_plan.h"
 #include "quant/checkpoint.h"
 #include "spdlog/spdlog.h"
@@ -414,7 +414,27 @@ absl::Status CudaModelRunner::EnqueueHead(int row_begin, int rows) {
   return RunLinear(weights_.lm_head, hidden16_.data(), rows, logits_.data());
 }
 
-absl::StatusOr<StepOutput> CudaModelRunner::Forward(const StepPlan& plan) { return Execute(plan, true); }
+absl::StatusOr<StepOutput> CudaModelRunner::Run(const StepPlan& plan) {
+  if (!plan.commits.empty() || !plan.drafts.empty()) {
+    return absl::UnimplementedError(
+        "MTP drafts and verify commits are not supported by the CUDA backend yet; run without speculative decoding");
+  }
+  RETURN_IF_ERROR(ValidateStepPlan(limits(), plan));
+  for (const SlotCopy& c : plan.copies) RETURN_IF_ERROR(EnqueueSlotCopy(c.src, c.dst));
+  if (plan.seqs.empty()) {
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return StepOutput{{}, {0}};
+  }
+  if (plan.sampling.empty()) return Execute(plan, true);
+  for (const SeqWork& w : plan.seqs) {
+    if (w.logits == LogitsWanted::kAll) {
+      return absl::InvalidArgumentError("sampling on the GPU takes kLast/kNone logits only (one sampled row per sequence)");
+    }
+  }
+  ASSIGN_OR_RETURN(StepOutput out, Execute(plan, false));
+  RETURN_IF_ERROR(SampleOnDevice(plan.sampling, &out));
+  return out;
+}
 
 absl::StatusOr<cudaGraphExec_t> CudaModelRunner::CaptureDecodeStep(int S) {
   CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
@@ -439,9 +459,7 @@ absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool f
           "MTP verify (keep_column_states) is not supported by the CUDA backend yet; run without speculative decoding");
     }
   }
-  RETURN_IF_ERROR(ValidateStepPlan(limits(), plan));
   const int S = static_cast<int>(plan.seqs.size());
-  if (S == 0) return absl::InvalidArgumentError("a step with no sequences");
   const int64_t d = config_.hidden_size, V = config_.vocab_size;
   // Metadata into the pinned block (the previous step's upload finished: Forward ends synchronised).
   int32_t* m = meta_host_;
@@ -534,12 +552,8 @@ absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool f
   return out;
 }
 
-absl::Status CudaModelRunner::CopySlot(SlotId src, SlotId dst) {
+absl::Status CudaModelRunner::EnqueueSlotCopy(SlotId src, SlotId dst) {
   const int32_t n = options_.num_slots;
-  if (src < 0 || src >= n || dst < 0 || dst >= n) {
-    return absl::InvalidArgumentError(fmt::format("CopySlot({}, {}): slots are [0, {})", src, dst, n));
-  }
-  if (src == dst) return absl::OkStatus();
   auto copy = [&](void* data, size_t bytes) {  // slot src's share of a [num_slots, ...] buffer onto dst's
     const size_t per_slot = bytes / static_cast<size_t>(n);
     uint8_t* base = static_cast<uint8_t*>(data);
@@ -549,7 +563,6 @@ absl::Status CudaModelRunner::CopySlot(SlotId src, SlotId dst) {
     CUDA_RETURN_IF_ERROR(copy(g.recurrent.data(), g.recurrent.bytes()));
     CUDA_RETURN_IF_ERROR(copy(g.conv.data(), g.conv.bytes()));
   }
-  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return absl::OkStatus();
 }
 

@@ -58,10 +58,10 @@ class CudaModelRunner : public ModelRunner {
   ~CudaModelRunner() override;
 
   ModelCapacity capacity() const override;
-  absl::StatusOr<StepOutput> Forward(const StepPlan& plan) override;
-  absl::Status CopySlot(SlotId src, SlotId dst) override;
+  // Copies, then the forward; with plan.sampling, sampling on the GPU (one kLast row per seq at
+  // most). Commits and drafts (MTP) are not supported yet: Unimplemented.
+  absl::StatusOr<StepOutput> Run(const StepPlan& plan) override;
   bool samples_on_device() const override { return true; }
-  absl::StatusOr<StepOutput> ForwardSampled(const StepPlan& plan, const std::vector<RowSampling>& rows) override;
 
   const Qwen35Config& config() const { return config_; }
   // Bytes a decode step over seqs at `contexts` (tokens already cached per seq) reads.
@@ -165,6 +165,8 @@ class CudaModelRunner : public ModelRunner {
   absl::Status LinearThenAddNorm(const CudaLinear& linear, const __half* x, int T, const float* norm);
   // The step up to the logits on the device; with `fetch`, logits/hidden/last_hidden come back.
   absl::StatusOr<StepOutput> Execute(const StepPlan& plan, bool fetch);
+  // Slot src's GDN recurrent state and conv window onto slot dst, ordered on stream_.
+  absl::Status EnqueueSlotCopy(SlotId src, SlotId dst);
   absl::Status SampleOnDevice(const std::vector<RowSampling>& rows, StepOutput* out);
 };
 

@@ -1,5 +1,5 @@
-// CudaModelRunner::ForwardSampled: the step, then sampling on the GPU (kernels/cuda/sampling.h) with
-// only ids and requested logprobs copied back; rows the device does not finish go to the host.
+// CudaModelRunner::SampleOnDevice: a step's logit rows sampled on the GPU (kernels/cuda/sampling.h)
+// with only ids and requested logprobs copied back; rows the device does not finish go to the host.
 #include "model/cuda/cuda_model_runner.h"
 
 #include <algorithm>
@@ -12,22 +12,6 @@
 
 namespace sparkserve::model::cuda {
 namespace kc = kernels::cuda;
-
-absl::StatusOr<StepOutput> CudaModelRunner::ForwardSampled(const StepPlan& plan, const std::vector<RowSampling>& rows) {
-  int64_t R = 0;
-  for (const SeqWork& w : plan.seqs) {
-    if (w.logits == LogitsWanted::kAll) {
-      return absl::InvalidArgumentError("ForwardSampled takes kLast/kNone logits only (one sampled row per sequence)");
-    }
-    R += w.logits == LogitsWanted::kLast;
-  }
-  if (static_cast<int64_t>(rows.size()) != R) {
-    return absl::InvalidArgumentError(fmt::format("ForwardSampled: {} sampling rows for {} logit rows", rows.size(), R));
-  }
-  ASSIGN_OR_RETURN(StepOutput out, Execute(plan, false));
-  RETURN_IF_ERROR(SampleOnDevice(rows, &out));
-  return out;
-}
 
 absl::Status CudaModelRunner::SampleOnDevice(const std::vector<RowSampling>& rows, StepOutput* out) {
   const int R = static_cast<int>(rows.size());

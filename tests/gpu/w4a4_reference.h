@@ -1,6 +1,6 @@
 // CPU emulation of the W4A4 NVFP4 linear (kernels/cuda/w4a4_linear.h), shared by the GPU tests and
 // its CPU unit test: activations quantised by the CPU emulation the quantize eval uses
-// (model::QuantizeNvfp4Rows, checked bit for bit against compressed-tensors), multiplied with the
+// (quant::QuantizeNvfp4Rows, checked bit for bit against compressed-tensors), multiplied with the
 // weights' exact dequantisation e2m1 * e4m3 / weight_global_scale, summed in double. Plus random
 // NVFP4 weights.
 #pragma once
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "model/activation_fake_quant.h"
+#include "quant/activation_quant.h"
 #include "quant/e2m1.h"
 #include "quant/e4m3.h"
 
@@ -90,7 +90,7 @@ inline std::vector<double> EmulateW4A4FromCodes(const Nvfp4Weight& w, const std:
 inline std::vector<double> EmulateW4A4Linear(const Nvfp4Weight& w, const std::vector<float>& x, int rows,
                                              float input_gs, const std::vector<int>& cols) {
   std::vector<uint8_t> codes(static_cast<size_t>(rows) * w.in / 2), scales(static_cast<size_t>(rows) * w.in / 16);
-  model::QuantizeNvfp4Rows(x.data(), rows, w.in, input_gs, codes.data(), scales.data());
+  quant::QuantizeNvfp4Rows(x.data(), rows, w.in, input_gs, codes.data(), scales.data());
   return EmulateW4A4FromCodes(w, codes, scales, rows, input_gs, cols);
 }
 

@@ -1,5 +1,5 @@
 """Lists the code points whose NFC differs between Hugging Face `tokenizers` (old Unicode tables in its
-normalization crate) and utf8proc (the library head/tokenizer/normalizer.cc uses), as ranges for
+normalization crate) and utf8proc (the library text/tokenizer/normalizer.cc uses), as ranges for
 kHfUnknownRanges in normalizer.cc. Takes ~30 s; rerun when either library is upgraded.
 
   build/venv/bin/python tests/golden/tokenizer/probe_hf_normalizer.py

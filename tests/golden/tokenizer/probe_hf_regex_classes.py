@@ -1,9 +1,9 @@
-"""Generates head/tokenizer/hf_unicode_classes.inc: the code points that Hugging Face `tokenizers`'
+"""Generates text/tokenizer/hf_unicode_classes.inc: the code points that Hugging Face `tokenizers`'
 regex engine (Oniguruma, Unicode 16 tables in 0.23.3) puts in \\p{L}, \\p{M}, \\p{N}, \\p{P}, \\p{S} but
 that PCRE2 10.42 (Unicode 14, the same version as this Python's unicodedata) leaves unassigned.
 split_regex.cc adds them to those classes so that new characters split as in HF. ~10 s.
 
-  build/venv/bin/python tests/golden/tokenizer/probe_hf_regex_classes.py > head/tokenizer/hf_unicode_classes.inc
+  build/venv/bin/python tests/golden/tokenizer/probe_hf_regex_classes.py > text/tokenizer/hf_unicode_classes.inc
 """
 import sys
 import unicodedata

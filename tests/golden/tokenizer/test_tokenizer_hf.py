@@ -1,4 +1,4 @@
-"""Acceptance tests of head/tokenizer against Hugging Face `tokenizers` (pinned in tests/requirements.txt):
+"""Acceptance tests of text/tokenizer against Hugging Face `tokenizers` (pinned in tests/requirements.txt):
 token ids on >1 MB of generated multilingual text with the Qwen3 tokenizer and a Qwen3.5-regex copy,
 decode round trips, streaming detokenisation, tokenizer.json variants (added-token flags, split
 behaviours, GPT-2 ByteLevel, post-processor templates) and the CLI's errors. Bulk work goes through

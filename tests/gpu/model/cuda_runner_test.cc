@@ -25,10 +25,10 @@
 
 #include "core/half.h"
 #include "kernels/cpu/ops.h"
-#include "model/activation_fake_quant.h"
-#include "model/cpu_model_loader.h"
+#include "quant/activation_quant.h"
+#include "model/cpu/cpu_model_loader.h"
 #include "model/cuda/cuda_model_runner.h"
-#include "model/demo_model.h"
+#include "head/demo/demo_model.h"
 #include "quant/checkpoint.h"
 #include "quant/safetensors_reader.h"
 #include "quant/safetensors_writer.h"
@@ -36,6 +36,11 @@
 
 namespace sparkserve::model {
 namespace {
+
+using cpu::CpuModelRunner;
+using cpu::CpuRunnerOptions;
+using cpu::LoadCpuModel;
+using quant::FakeQuantizeFp8;
 
 constexpr double kLogitTolerance = 2e-2;
 constexpr float kTieGap = 1e-2f;
@@ -190,8 +195,8 @@ SeqWork Work(const Seq& s, int start, int n, LogitsWanted logits) {
 Agreement RunScenario(RunnerPair& p, int64_t vocab, double tolerance) {
   Agreement a;
   auto step = [&](const StepPlan& plan, const std::string& what) -> StepOutput {
-    auto c = p.cpu->Forward(plan);
-    auto g = p.gpu->Forward(plan);
+    auto c = p.cpu->Run(plan);
+    auto g = p.gpu->Run(plan);
     EXPECT_TRUE(c.ok()) << what << ": " << std::string(c.status().message());
     EXPECT_TRUE(g.ok()) << what << ": " << std::string(g.status().message());
     if (!c.ok() || !g.ok()) return {};
@@ -244,11 +249,10 @@ Agreement RunScenario(RunnerPair& p, int64_t vocab, double tolerance) {
   }
   // A fork: slot 1's GDN state copied into slot 2, which then decodes seq 1's next token over
   // seq 1's pages (both backends rewrite the same KV position with the same values).
-  EXPECT_TRUE(p.cpu->CopySlot(1, 2).ok());
-  EXPECT_TRUE(p.gpu->CopySlot(1, 2).ok());
   Seq fork = seqs[1];
   fork.slot = 2;
   fork.page_slot = 1;
+  plan.copies = {{1, 2}};
   plan.seqs = {Work(fork, static_cast<int>(fork.tokens.size()) - 1, 1, LogitsWanted::kLast)};
   step(plan, "forked slot decode");
   return a;
@@ -353,12 +357,12 @@ int main(int argc, char** argv) {
     model::RegisterModel(std::string("golden_bf16_") + f, twin, {}, std::string(f) == "text_tied");
   }
   for (const char* recipe : {"nvfp4-mixed", "nvfp4", "fp8", "bf16"}) {
-    model::DemoModelOptions o;
+    head::DemoModelOptions o;
     o.recipe = recipe;
     o.seed = 7;
     o.progress = false;
     const std::string dir = tmp / (std::string("demo_") + recipe);
-    auto r = model::WriteDemoModel(dir, o);
+    auto r = head::WriteDemoModel(dir, o);
     if (!r.ok()) {
       std::fprintf(stderr, "demo model %s: %s\n", recipe, std::string(r.status().message()).c_str());
       return 2;

@@ -1,5 +1,5 @@
 // NVFP4 activation quantisation on the GPU (kernels/cuda/nvfp4_activation_quant.h) bit for bit
-// against the CPU emulation the quantize eval uses (model::QuantizeNvfp4Rows): every code and scale
+// against the CPU emulation the quantize eval uses (quant::QuantizeNvfp4Rows): every code and scale
 // byte, f16 and f32 inputs, normal / heavy-tailed / zero and negligible groups / values past the
 // clipping point / NaN, +-inf and -0, the 4B's widths and small ones, outputs poisoned with guard
 // bytes after them. Runs on any GPU.
@@ -14,7 +14,7 @@
 
 #include "core/half.h"
 #include "kernels/cuda/nvfp4_activation_quant.h"
-#include "model/activation_fake_quant.h"
+#include "quant/activation_quant.h"
 #include "tests/gpu/ops/gpu_test_util.h"
 
 namespace sparkserve::gpu_test {
@@ -98,7 +98,7 @@ void CheckOne(int rows, int in, float gs, Dist dist, bool half, std::mt19937& rn
     GPU_ASSERT_OK(kc::QuantizeActivationsNvfp4(x32.data(), rows, in, gs, out, nullptr));
   }
   std::vector<uint8_t> want_codes(ncodes), want_scales(nscales);
-  model::QuantizeNvfp4Rows(x.data(), rows, in, gs, want_codes.data(), want_scales.data());
+  quant::QuantizeNvfp4Rows(x.data(), rows, in, gs, want_codes.data(), want_scales.data());
   ExpectSameBytes(ToHost(scales), want_scales, in, 1, x, what + " scales");
   ExpectSameBytes(ToHost(codes), want_codes, in, 8, x, what + " codes");
 }

@@ -1,4 +1,4 @@
-// GPU token sampling (kernels/cuda/sampling.h) against head::Sampler on the same rows and the same
+// GPU token sampling (kernels/cuda/sampling.h) against engine::Sampler on the same rows and the same
 // uniforms: ids equal (greedy exactly; sampled ones except where the uniform sits within kBoundaryEps
 // of a cumulative boundary of the CPU's distribution or top_p sits on a cut, where summation order
 // and 1-ulp exp differences can legitimately decide otherwise: counted, must be rare), raw logprobs
@@ -14,7 +14,7 @@
 #include <random>
 #include <vector>
 
-#include "head/engine/sampler.h"
+#include "engine/sampler.h"
 #include "tests/gpu/ops/gpu_test_util.h"
 
 namespace sparkserve::gpu_test {
@@ -36,8 +36,8 @@ struct RowCase {
   std::vector<int32_t> prompt, output, banned;
   uint64_t seed = 0;
 
-  head::SamplingContext Context() const { return {&params, prompt, output, banned, seed}; }
-  double Uniform() const { return head::UniformAt(seed, output.size()); }
+  engine::SamplingContext Context() const { return {&params, prompt, output, banned, seed}; }
+  double Uniform() const { return engine::UniformAt(seed, output.size()); }
 };
 
 struct GpuResult {
@@ -111,14 +111,14 @@ GpuResult RunGpu(const std::vector<RowCase>& rows, int vocab) {
 
 std::vector<float> Processed(const RowCase& c, int vocab) {
   std::vector<float> l = c.logits;
-  head::Sampler s(vocab);
+  engine::Sampler s(vocab);
   s.ProcessLogits(l, c.Context());
   return l;
 }
 
 // Kept tokens of the CPU distribution (draw order) for the row's params with top_k/top_p replaced.
 size_t KeptCount(const std::vector<float>& processed, SamplingParams p, int vocab) {
-  head::Sampler s(vocab);
+  engine::Sampler s(vocab);
   auto d = s.Truncate(processed, p);
   return d.ok() ? d->size() : 0;
 }
@@ -127,12 +127,12 @@ size_t KeptCount(const std::vector<float>& processed, SamplingParams p, int voca
 // the chosen token's cumulative bounds, or top_p within 1e-6 (relative) of a cut.
 bool OnRoundingEdge(const RowCase& c, int vocab, int32_t cpu_id) {
   const std::vector<float> processed = Processed(c, vocab);
-  head::Sampler s(vocab);
+  engine::Sampler s(vocab);
   auto dist = s.Truncate(processed, c.params);
   if (!dist.ok()) return false;
   const double u = c.Uniform();
   double cum = 0.0;
-  for (const head::TokenProb& t : *dist) {
+  for (const engine::TokenProb& t : *dist) {
     const double before = cum;
     cum += t.prob;
     if (t.id == cpu_id) return std::abs(u - before) < kBoundaryEps || std::abs(u - cum) < kBoundaryEps;
@@ -150,7 +150,7 @@ bool OnRoundingEdge(const RowCase& c, int vocab, int32_t cpu_id) {
 // Status the GPU must return for a row the CPU samples fine: -1 when either 0 or 1 is right.
 int ExpectedStatus(const RowCase& c, int vocab) {
   const SamplingParams& p = c.params;
-  if (p.temperature < head::kGreedyTemperature) return 0;
+  if (p.temperature < engine::kGreedyTemperature) return 0;
   const bool top_k_active = p.top_k > 0 && p.top_k < vocab;
   if (top_k_active && p.top_k <= kMaxGpuCandidates) return 0;
   if (!top_k_active && p.top_p >= 1.0f) return 0;
@@ -161,7 +161,7 @@ int ExpectedStatus(const RowCase& c, int vocab) {
   const size_t eligible = KeptCount(processed, all, vocab);
   if (eligible <= static_cast<size_t>(kMaxGpuCandidates)) return 0;
   if (top_k_active) return 1;
-  head::Sampler s(vocab);
+  engine::Sampler s(vocab);
   auto kept = s.Truncate(processed, p);
   if (!kept.ok()) return -1;
   if (kept->size() > static_cast<size_t>(kMaxGpuCandidates)) return 1;
@@ -185,9 +185,9 @@ struct Tally {
   int rows = 0, sampled = 0, on_edge = 0, needs_host = 0;
 };
 
-// Compares every row of one GPU run with head::Sampler.
+// Compares every row of one GPU run with engine::Sampler.
 void CompareWithCpu(const std::vector<RowCase>& rows, int vocab, const GpuResult& g, Tally& tally) {
-  head::Sampler sampler(vocab);
+  engine::Sampler sampler(vocab);
   for (size_t r = 0; r < rows.size(); ++r) {
     const RowCase& c = rows[r];
     const SamplingParams& p = c.params;
@@ -222,7 +222,7 @@ void CompareWithCpu(const std::vector<RowCase>& rows, int vocab, const GpuResult
       ++tally.needs_host;
       continue;
     }
-    const bool greedy = p.temperature < head::kGreedyTemperature;
+    const bool greedy = p.temperature < engine::kGreedyTemperature;
     if (!greedy) ++tally.sampled;
     if (g.ids[r] != cpu->id) {
       ASSERT_FALSE(greedy) << "greedy gpu " << g.ids[r] << " cpu " << cpu->id;
@@ -403,7 +403,7 @@ TEST(GpuSampling, MaxTokenIsNeverLostWithLogprobs) {
     }
     const GpuResult g = RunGpu(rows, vocab);
     for (size_t r = 0; r < rows.size(); ++r) {
-      head::Sampler s(vocab);
+      engine::Sampler s(vocab);
       auto cpu = s.Sample(rows[r].logits, rows[r].Context());
       ASSERT_TRUE(cpu.ok());
       EXPECT_EQ(g.status[r], 0) << "row " << r;
@@ -516,7 +516,7 @@ TEST(GpuSampling, FlagsRowsWithoutAFiniteLogit) {
   for (int i = 0; i < vocab; ++i) rows[3].banned.push_back(i);  // everything banned, sampled
   rows[4].params.min_p = 1.5f;                                   // min_p above 1 keeps nothing
   for (const RowCase& c : rows) {
-    head::Sampler s(vocab);
+    engine::Sampler s(vocab);
     EXPECT_FALSE(s.Sample(c.logits, c.Context()).ok());  // the CPU sampler fails on each as well
   }
   const GpuResult g = RunGpu(rows, vocab);

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "model/activation_fake_quant.h"
+#include "calib/activation_fake_quant.h"
 #include "quant/checkpoint.h"
 #include "quant/safetensors_reader.h"
 #include "quant/safetensors_writer.h"
@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot open the model or the input\n");
     return 1;
   }
-  auto sim = model::QuantizedActivationSimulator::FromCheckpoint(*ckpt);
+  auto sim = calib::QuantizedActivationSimulator::FromCheckpoint(*ckpt);
   if (!sim.ok()) {
     std::fprintf(stderr, "%s\n", std::string(sim.status().message()).c_str());
     return 1;

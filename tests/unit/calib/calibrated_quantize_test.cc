@@ -6,11 +6,11 @@
 #include <filesystem>
 
 #include "gtest/gtest.h"
-#include "head/calib/calibrated_quantize.h"
-#include "head/calib/calibration_corpus.h"
+#include "calib/calibrated_quantize.h"
+#include "calib/calibration_corpus.h"
 #include "quant/quantizer/quantize_checkpoint.h"
-#include "model/activation_fake_quant.h"
-#include "model/cpu_model_loader.h"
+#include "calib/activation_fake_quant.h"
+#include "model/cpu/cpu_model_loader.h"
 #include "quant/checkpoint.h"
 #include "tests/unit/calib/temp_model.h"
 
@@ -70,10 +70,10 @@ TEST_F(CalibratedQuantize, Nvfp4MixedScalesAreThoseOfTheObservedInputs) {
   int64_t tokens = 0;
   for (const auto& s : samples->samples) tokens += static_cast<int64_t>(s.size());
   EXPECT_EQ(r->calib_tokens, tokens);
-  auto source = model::LoadCpuModel(Src(), model::SingleSequenceRunnerOptions(512));
+  auto source = model::cpu::LoadCpuModel(Src(), calib::SingleSequenceRunnerOptions(512));
   ASSERT_TRUE(source.ok());
   model::AbsMaxObserver obs;
-  ASSERT_TRUE(model::ObserveSamples(**source, samples->samples, obs).ok());
+  ASSERT_TRUE(calib::ObserveSamples(**source, samples->samples, obs).ok());
   const auto amax = obs.input_amax();
   const auto kv = obs.kv_amax();
 
@@ -147,19 +147,19 @@ TEST_F(CalibratedQuantize, MiscalibratedActivationScalesHurtOnlyUnderW4A4) {
   auto held = TokenizeCalibrationTexts(Src(), {texts[3]}, topt);
   ASSERT_TRUE(held.ok());
   auto eval = [&](const std::string& dir) -> std::pair<double, double> {
-    auto src = model::LoadCpuModel(Src(), model::SingleSequenceRunnerOptions(96));
-    auto q = model::LoadCpuModel(dir, model::SingleSequenceRunnerOptions(96));
+    auto src = model::cpu::LoadCpuModel(Src(), calib::SingleSequenceRunnerOptions(96));
+    auto q = model::cpu::LoadCpuModel(dir, calib::SingleSequenceRunnerOptions(96));
     auto ck = quant::Checkpoint::Open(dir);
     EXPECT_TRUE(src.ok() && q.ok() && ck.ok());
-    auto sim = model::QuantizedActivationSimulator::FromCheckpoint(*ck);
+    auto sim = calib::QuantizedActivationSimulator::FromCheckpoint(*ck);
     EXPECT_TRUE(sim.ok());
-    auto ref = model::SampleLogProbs(**src, held->samples[0]);
-    auto w = model::SampleLogProbs(**q, held->samples[0]);
+    auto ref = calib::SampleLogProbs(**src, held->samples[0]);
+    auto w = calib::SampleLogProbs(**q, held->samples[0]);
     (*q)->set_activation_observer(sim->get());
-    auto wa = model::SampleLogProbs(**q, held->samples[0]);
+    auto wa = calib::SampleLogProbs(**q, held->samples[0]);
     (*q)->set_activation_observer(nullptr);
-    auto kw = model::CompareLogProbs(*ref, *w);
-    auto ka = model::CompareLogProbs(*ref, *wa);
+    auto kw = calib::CompareLogProbs(*ref, *w);
+    auto ka = calib::CompareLogProbs(*ref, *wa);
     return {kw->mean_kl(), ka->mean_kl()};
   };
   const auto [good_w, good_a] = eval(out / "good");

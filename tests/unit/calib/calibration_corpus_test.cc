@@ -4,9 +4,9 @@
 #include <set>
 
 #include "gtest/gtest.h"
-#include "head/calib/calibration_corpus.h"
-#include "head/chat/chat_template.h"
-#include "head/tokenizer/tokenizer.h"
+#include "calib/calibration_corpus.h"
+#include "text/chat/chat_template.h"
+#include "text/tokenizer/tokenizer.h"
 #include "tests/unit/calib/temp_model.h"
 
 namespace sparkserve::calib {
@@ -84,8 +84,8 @@ TEST(CalibrationTokenize, ChatsAreRenderedWithTheTemplateAndSamplesAreCut) {
   EXPECT_FALSE(full->random_ids);
   EXPECT_TRUE(full->warnings.empty());
   ASSERT_EQ(full->samples.size(), 2u);
-  auto tok = tokenizer::Tokenizer::Load(tmp / "m");
-  auto tmpl = chat::ChatTemplate::Load(tmp / "m");
+  auto tok = text::Tokenizer::Load(tmp / "m");
+  auto tmpl = text::ChatTemplate::Load(tmp / "m");
   ASSERT_TRUE(tok.ok() && tmpl.ok());
   auto rendered = tmpl->Render(texts[1].messages, nlohmann::ordered_json::object());
   ASSERT_TRUE(rendered.ok());

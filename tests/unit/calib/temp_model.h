@@ -1,4 +1,4 @@
-// Test helpers for head/calib: temporary directories and a tiny random demo model written once.
+// Test helpers for calib: temporary directories and a tiny random demo model written once.
 #pragma once
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "model/demo_model.h"
+#include "head/demo/demo_model.h"
 #include "tests/unit/temp_dir.h"
 
 namespace sparkserve::calib::testing {
@@ -20,10 +20,10 @@ inline void WriteFile(const std::string& path, const std::string& text) {
 
 // The tiny bf16 demo model (with its tokenizer and chat template) in `dir`.
 inline void WriteTinyModel(const std::string& dir, uint64_t seed = 7) {
-  model::DemoModelOptions o;
+  head::DemoModelOptions o;
   o.seed = seed;
   o.progress = false;
-  auto r = model::WriteDemoModel(dir, o);
+  auto r = head::WriteDemoModel(dir, o);
   ASSERT_TRUE(r.ok()) << r.status();
 }
 

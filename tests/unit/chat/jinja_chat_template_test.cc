@@ -6,10 +6,10 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "head/chat/chat_template.h"
+#include "text/chat/chat_template.h"
 #include "tests/unit/temp_dir.h"
 
-namespace sparkserve::chat {
+namespace sparkserve::text {
 namespace {
 
 namespace fs = std::filesystem;
@@ -145,4 +145,4 @@ TEST(JinjaChatTemplate, Qwen35RaiseExceptionIsABadRequest) {
 }
 
 }  // namespace
-}  // namespace sparkserve::chat
+}  // namespace sparkserve::text

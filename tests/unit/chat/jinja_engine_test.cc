@@ -4,10 +4,10 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "head/chat/jinja/template.h"
-#include "head/chat/jinja/value.h"
+#include "text/chat/jinja/template.h"
+#include "text/chat/jinja/value.h"
 
-namespace sparkserve::chat::jinja {
+namespace sparkserve::text::jinja {
 namespace {
 
 using nlohmann::ordered_json;
@@ -110,4 +110,4 @@ TEST(JinjaEngine, TemplateRendersTwiceWithFreshState) {
 }
 
 }  // namespace
-}  // namespace sparkserve::chat::jinja
+}  // namespace sparkserve::text::jinja

@@ -4,13 +4,13 @@
 #include <iostream>
 #include <string>
 
-#include "head/chat/jinja/template.h"
+#include "text/chat/jinja/template.h"
 #include "nlohmann/json.hpp"
 
 int main() {
   using nlohmann::ordered_json;
-  using sparkserve::chat::jinja::RaisedMessage;
-  using sparkserve::chat::jinja::Template;
+  using sparkserve::text::jinja::RaisedMessage;
+  using sparkserve::text::jinja::Template;
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line.empty()) continue;

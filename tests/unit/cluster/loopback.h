@@ -7,7 +7,7 @@
 
 #include <stdexcept>
 
-namespace sparkserve::cluster::testing {
+namespace sparkserve::engine::testing {
 
 // A TCP socket bound to 127.0.0.1:<free port>; listening when `listen_too` (then the kernel
 // completes handshakes but nobody ever reads: a peer that hangs).
@@ -44,4 +44,4 @@ inline int UnusedLoopbackPort() {
   return s.port();
 }
 
-}  // namespace sparkserve::cluster::testing
+}  // namespace sparkserve::engine::testing

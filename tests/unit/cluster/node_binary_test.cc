@@ -13,11 +13,11 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "head/cluster/node_client.h"
+#include "engine/node_client.h"
 
 extern char** environ;
 
-namespace sparkserve::cluster {
+namespace sparkserve::engine {
 namespace {
 
 using ::testing::HasSubstr;
@@ -142,4 +142,4 @@ TEST(NodeBinaryTest, MissingTokenFileFailsClearly) {
 }
 
 }  // namespace
-}  // namespace sparkserve::cluster
+}  // namespace sparkserve::engine

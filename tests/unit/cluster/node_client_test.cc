@@ -1,5 +1,5 @@
 // Loopback tests of the control plane: NodeClient against an in-process NodeServer (127.0.0.1:0).
-#include "head/cluster/node_client.h"
+#include "engine/node_client.h"
 
 #include <future>
 #include <thread>
@@ -11,7 +11,7 @@
 #include "node/node_server.h"
 #include "tests/unit/cluster/loopback.h"
 
-namespace sparkserve::cluster {
+namespace sparkserve::engine {
 namespace {
 
 using ::testing::AllOf;
@@ -286,4 +286,4 @@ TEST(NodeServerTest, JoinHostPortBracketsIpv6) {
 }
 
 }  // namespace
-}  // namespace sparkserve::cluster
+}  // namespace sparkserve::engine

@@ -1,4 +1,4 @@
-// The engine's device-sampling path (ModelRunner::ForwardSampled): a fake runner "samples on its
+// The engine's device-sampling path (ModelRunner::Run with plan.sampling): a fake runner "samples on its
 // device" from nothing but the RowSampling rows the engine flattened (params, uniform, banned ids,
 // bias, penalty history), using the host sampler's processing steps, and leaves every third row
 // (and every row that wants logprobs) to the host. Every request must produce exactly the tokens
@@ -10,16 +10,16 @@
 #include "core/status.h"
 #include "tests/unit/engine/engine_test_harness.h"
 
-namespace sparkserve::head::engine_test {
+namespace sparkserve::engine::engine_test {
 namespace {
 
 class DeviceSamplingFake : public FakeModelRunner {
  public:
   using FakeModelRunner::FakeModelRunner;
   bool samples_on_device() const override { return true; }
-  absl::StatusOr<model::StepOutput> ForwardSampled(const model::StepPlan& plan,
-                                                   const std::vector<model::RowSampling>& rows) override {
-    ASSIGN_OR_RETURN(model::StepOutput out, Forward(plan));
+  absl::StatusOr<model::StepOutput> Run(const model::StepPlan& plan) override {
+    const std::vector<model::RowSampling>& rows = plan.sampling;
+    ASSIGN_OR_RETURN(model::StepOutput out, FakeModelRunner::Run(plan));
     if (static_cast<int32_t>(rows.size()) != out.logit_row_begin.back()) {
       return absl::InternalError("one RowSampling per logit row expected");
     }
@@ -136,4 +136,4 @@ TEST(EngineDeviceSampling, SameTokensAsHostSamplingWithFallbackRows) {
 }
 
 }  // namespace
-}  // namespace sparkserve::head::engine_test
+}  // namespace sparkserve::engine::engine_test

@@ -3,7 +3,7 @@
 // The model is FakeModelRunner (logits = f(token history)), which also checks the plan contract.
 #include "tests/unit/engine/engine_test_harness.h"
 
-namespace sparkserve::head {
+namespace sparkserve::engine {
 namespace {
 
 using namespace engine_test;  // NOLINT: the harness is this test's vocabulary
@@ -50,7 +50,7 @@ TEST(Engine, SixteenConcurrentGreedyRequestsMatchSequentialAndShareSteps) {
 
 TEST(Engine, ALongPromptPrefillsInChunksWhileDecodesGetATokenEveryStep) {
   EngineConfig config;
-  config.scheduler = {.max_num_batched_tokens = 32, .prefill_chunk = 16, .max_batch = 4};
+  config.scheduler = {.max_step_tokens = 32, .prefill_chunk = 16, .max_batch = 4};
   Harness h(Capacity(4, 64), config);
   Collector a, b;
   std::atomic<bool> submitted_b{false};
@@ -86,7 +86,7 @@ TEST(Engine, ALongPromptPrefillsInChunksWhileDecodesGetATokenEveryStep) {
 
 TEST(Engine, PreemptionUnderATinyKvPoolCompletesEveryRequestWithIdenticalOutput) {
   EngineConfig config;
-  config.scheduler = {.max_num_batched_tokens = 64, .prefill_chunk = 8, .max_batch = 8};
+  config.scheduler = {.max_step_tokens = 64, .prefill_chunk = 8, .max_batch = 8};
   Harness h(Capacity(8, 12, 4), config);  // 48 KV positions for 8 sequences of up to 31
   std::vector<std::unique_ptr<Collector>> out;
   for (int i = 0; i < 8; ++i) {
@@ -224,7 +224,7 @@ TEST(Engine, SeededSamplingIsIndependentOfBatchCompositionAndPreemption) {
     ASSERT_EQ(alone.size(), 30u);
   }
   EngineConfig config;
-  config.scheduler = {.max_num_batched_tokens = 32, .prefill_chunk = 4, .max_batch = 6};
+  config.scheduler = {.max_step_tokens = 32, .prefill_chunk = 4, .max_batch = 6};
   Harness h(Capacity(6, 14, 4), config);
   std::vector<std::unique_ptr<Collector>> others;
   for (int i = 0; i < 8; ++i) {
@@ -457,4 +457,4 @@ TEST(Engine, ShutdownAbortsWhatIsInFlight) {
 }
 
 }  // namespace
-}  // namespace sparkserve::head
+}  // namespace sparkserve::engine

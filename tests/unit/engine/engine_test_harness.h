@@ -11,11 +11,11 @@
 #include <mutex>
 #include <thread>
 
-#include "head/engine/engine.h"
-#include "head/engine/generate.h"
+#include "engine/engine.h"
+#include "engine/generate.h"
 #include "tests/unit/engine/fake_model_runner.h"
 
-namespace sparkserve::head::engine_test {
+namespace sparkserve::engine::engine_test {
 
 using scheduler::FinishReason;
 using scheduler::Request;
@@ -122,4 +122,4 @@ inline Request Greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
   return r;
 }
 
-}  // namespace sparkserve::head::engine_test
+}  // namespace sparkserve::engine::engine_test

@@ -2,7 +2,7 @@
 // function of a sequence's token history (hash of the last tokens and the position), so batched,
 // chunked and preempted runs must equal sequential ones exactly. It keeps what a real model keeps
 // (per slot: the tokens in its state; per KV page: which slot wrote which token at each position)
-// and fails Forward when the plan breaks the contract: a slot must hold exactly start_pos tokens,
+// and fails Run when the plan breaks the contract: a slot must hold exactly start_pos tokens,
 // kv_pages must be exactly the pages covering [0, start_pos + n), hold that sequence's own tokens
 // and appear in no other sequence of the step.
 #pragma once
@@ -66,8 +66,11 @@ class FakeModelRunner : public model::ModelRunner {
 
   model::ModelCapacity capacity() const override { return capacity_; }
 
-  absl::StatusOr<model::StepOutput> Forward(const model::StepPlan& plan) override {
+  absl::StatusOr<model::StepOutput> Run(const model::StepPlan& plan) override {
     std::lock_guard lock(mu_);
+    for (const model::SlotCopy& c : plan.copies) {
+      slot_history_.at(static_cast<size_t>(c.dst)) = slot_history_.at(static_cast<size_t>(c.src));
+    }
     if (fail_next_) {
       fail_next_ = false;
       return absl::InternalError("injected device fault");
@@ -82,12 +85,6 @@ class FakeModelRunner : public model::ModelRunner {
       for (float& v : output_.logits.span<float>()) v = std::nanf("");
     }
     return output_;
-  }
-
-  absl::Status CopySlot(model::SlotId src, model::SlotId dst) override {
-    std::lock_guard lock(mu_);
-    slot_history_.at(static_cast<size_t>(dst)) = slot_history_.at(static_cast<size_t>(src));
-    return absl::OkStatus();
   }
 
   void FailNextForward() {

@@ -1,7 +1,7 @@
 // Generate: the blocking helper over EngineApi (used by one-shot commands and benchmarks).
 #include "tests/unit/engine/engine_test_harness.h"
 
-namespace sparkserve::head {
+namespace sparkserve::engine {
 namespace {
 
 using namespace engine_test;  // NOLINT: the harness is this test's vocabulary
@@ -45,4 +45,4 @@ TEST(Generate, TimesOutAndCancels) {
 }
 
 }  // namespace
-}  // namespace sparkserve::head
+}  // namespace sparkserve::engine

@@ -1,6 +1,6 @@
 // Sampler: hand-computed processing and truncation cases, greedy/top_k=1 equivalence, seeded
 // reproducibility, frequencies against softmax, raw logprobs, and errors on bad rows.
-#include "head/engine/sampler.h"
+#include "engine/sampler.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <random>
 #include <set>
 
-namespace sparkserve::head {
+namespace sparkserve::engine {
 namespace {
 
 using scheduler::SamplingParams;
@@ -350,9 +350,9 @@ TEST(Sampler, UniformStreamIsSpreadOverTheUnitInterval) {
 }
 
 }  // namespace
-}  // namespace sparkserve::head
+}  // namespace sparkserve::engine
 
-namespace sparkserve::head {
+namespace sparkserve::engine {
 namespace {
 
 // The (id, output count) pairs of prompt + output, counted afresh.
@@ -411,4 +411,4 @@ TEST(PenaltyHistory, RowSamplingFromTheHistoryEqualsAFreshOne) {
 }
 
 }  // namespace
-}  // namespace sparkserve::head
+}  // namespace sparkserve::engine

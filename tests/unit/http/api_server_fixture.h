@@ -27,7 +27,7 @@ class ApiServerTest : public ::testing::Test {
     if (server_) server_->Stop();
     ctx_.engine = &engine_;
     ctx_.codec = &codec_;
-    ctx_.parser_factory = MakeModelOutputParserFactory(family_);
+    ctx_.parser_factory = MakeModelPieceParserFactory(family_);
     ctx_.tool_call_markup = ToolCallMarkupFor(family_);
     ctx_.model_name = "tiny";
     ctx_.max_seq_len = 512;
@@ -63,7 +63,7 @@ class ApiServerTest : public ::testing::Test {
     return s;
   }
 
-  chat::ModelFamily family_ = chat::ModelFamily::kQwen3_5;
+  text::ModelFamily family_ = text::ModelFamily::kQwen3_5;
   FakeCodec codec_;
   FakeEngine engine_{&codec_};
   std::atomic<bool> ready_{true};

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "head/engine/engine_api.h"
+#include "engine/engine_api.h"
 #include "head/http/serving_backend.h"
 
 namespace sparkserve::http::testing {
@@ -115,7 +115,7 @@ class FakeCodec : public TextCodec {
 
 // Replays `outputs[i]` (text, encoded with FakeCodec) as sample i's tokens, one id per event, each
 // `delay` apart, ending with `finish` (or kLength at max_tokens). Cancel ends with kAbort.
-class FakeEngine : public head::EngineApi {
+class FakeEngine : public engine::EngineApi {
  public:
   explicit FakeEngine(const FakeCodec* codec) : codec_(codec) {}
   ~FakeEngine() override { JoinAll(); }
@@ -143,7 +143,7 @@ class FakeEngine : public head::EngineApi {
   void SetSubmitError(absl::Status s) { submit_error_ = std::move(s); }
   void SetError(std::string e) { error_ = std::move(e); }
 
-  absl::StatusOr<scheduler::RequestId> Submit(scheduler::Request request, head::TokenSink sink) override {
+  absl::StatusOr<scheduler::RequestId> Submit(scheduler::Request request, engine::TokenSink sink) override {
     if (!submit_error_.ok()) return submit_error_;
     std::lock_guard<std::mutex> lock(mu_);
     scheduler::RequestId id = ++next_id_;
@@ -205,14 +205,14 @@ class FakeEngine : public head::EngineApi {
     ++cancels;
     if (auto it = cancel_flags_.find(id); it != cancel_flags_.end()) it->second->store(true);
   }
-  head::EngineStats Stats() const override {
-    head::EngineStats s;
+  engine::EngineStats Stats() const override {
+    engine::EngineStats s;
     s.num_requests_running = running_.load();
     s.steps_total = 7;
     s.total_kv_pages = 100;
     s.free_kv_pages = 75;
     s.requests_finished_stop = 5;
-    s.time_to_first_token_s = head::Histogram::WithBounds({0.5, 1.0});
+    s.time_to_first_token_s = engine::Histogram::WithBounds({0.5, 1.0});
     s.time_to_first_token_s.Observe(0.7);
     return s;
   }

@@ -9,7 +9,7 @@ namespace sparkserve::http {
 namespace {
 
 TEST(MetricsTest, HistogramBucketsAreCumulativeWithCountAndSum) {
-  head::Histogram h = head::Histogram::WithBounds({0.1, 1.0});
+  engine::Histogram h = engine::Histogram::WithBounds({0.1, 1.0});
   h.Observe(0.05);
   h.Observe(0.5);
   h.Observe(1.0);
@@ -27,13 +27,13 @@ TEST(MetricsTest, HistogramBucketsAreCumulativeWithCountAndSum) {
 TEST(MetricsTest, PageHasVllmNamesUnderTheSparkservePrefix) {
   ServingMetrics m("q\"3");
   m.CountHttpResponse(429);
-  head::EngineStats s;
+  engine::EngineStats s;
   s.num_requests_running = 3;
   s.num_requests_waiting = 2;
   s.prompt_tokens_total = 40;
   s.generation_tokens_total = 9;
   s.requests_finished_length = 1;
-  s.iteration_tokens = head::Histogram::WithBounds({1, 8, 16});
+  s.iteration_tokens = engine::Histogram::WithBounds({1, 8, 16});
   s.iteration_tokens.Observe(12);
   std::string page = m.Render(s);
   for (const char* want :

@@ -110,7 +110,7 @@ TEST_F(ApiServerTest, RequiredToolChoiceForcesACall) {
 }
 
 TEST_F(ApiServerTest, NamedToolChoiceInTheJsonForm) {
-  family_ = chat::ModelFamily::kQwen3;
+  family_ = text::ModelFamily::kQwen3;
   StartServer("");
   engine_.SetOutputs({"{\"city\": \"Paris\"}}\n</tool_call>"});
   Json req = {{"messages", kUser}, {"tools", kWeatherTools},
@@ -125,7 +125,7 @@ TEST_F(ApiServerTest, NamedToolChoiceInTheJsonForm) {
 }
 
 TEST_F(ApiServerTest, ForcedToolChoiceNeedsAToolCallFormat) {
-  family_ = chat::ModelFamily::kNone;
+  family_ = text::ModelFamily::kNone;
   StartServer("");
   engine_.SetOutputs({"x"});
   Json req = {{"messages", kUser}, {"tools", kWeatherTools}, {"tool_choice", "required"}};
@@ -217,7 +217,7 @@ TEST_F(ApiServerTest, ForcedStartClosesReasoningTheTemplateLeftOpen) {
   EXPECT_EQ(chat.prompt, "<|im_start|>assistant\n<think>\n</think>\n\n<tool_call>\n<function=get_weather>\n");
   EXPECT_EQ(chat.prompt_ids, Ids(codec_, chat.prompt));
   EXPECT_FALSE(chat.starts_in_reasoning);
-  auto parser = ctx_.parser_factory(OutputParserOptions{chat.starts_in_reasoning, true, true, kWeatherTools, forced});
+  auto parser = ctx_.parser_factory(PieceParserOptions{chat.starts_in_reasoning, true, true, kWeatherTools, forced});
   std::vector<OutputPiece> pieces = parser->Feed("<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>");
   auto tail = parser->Finish();
   pieces.insert(pieces.end(), tail.begin(), tail.end());

@@ -13,7 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cuda/w4a4_linear.h"
-#include "model/activation_fake_quant.h"
+#include "quant/activation_quant.h"
 #include "quant/e2m1.h"
 #include "quant/e4m3.h"
 #include "tests/gpu/w4a4_reference.h"
@@ -93,7 +93,7 @@ TEST(W4A4EmulationTest, MatchesFakeQuantisedActivationsTimesDequantisedWeights) 
     const float input_gs = 448.f * 6.f / 4.f;  // calibrated for |x| up to 4: larger values clip
     const std::vector<double> got = gpu_test::EmulateW4A4Linear(w, x, rows, input_gs, gpu_test::SampledColumns(out, 1));
     std::vector<float> xq(x.size());
-    model::FakeQuantizeNvfp4Rows(x.data(), rows, in, input_gs, xq.data());
+    quant::FakeQuantizeNvfp4Rows(x.data(), rows, in, input_gs, xq.data());
     double max_err = 0, max_ref = 0;
     for (int r = 0; r < rows; ++r) {
       for (int o = 0; o < out; ++o) {

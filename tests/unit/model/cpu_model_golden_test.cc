@@ -20,7 +20,7 @@ TEST_P(Golden35, PrefillLogitsMatchTransformers) {
   const int32_t T = static_cast<int32_t>(g.ids.size());
   StepPlan plan;
   plan.seqs.push_back(Seq(0, 0, g.ids, Pages(0, 8)));
-  auto out = r->Forward(plan);
+  auto out = r->Run(plan);
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ(out->logits.numel(), static_cast<int64_t>(g.logits.size()));
   const double err = RelErr(out->logits.data<float>(), g.logits.data(), g.logits.size());
@@ -42,7 +42,7 @@ TEST_P(Golden35, GreedyContinuationMatchesTransformers) {
   std::vector<int32_t> got;
   int32_t pos = static_cast<int32_t>(g.ids.size());
   for (size_t i = 0; i < g.greedy.size(); ++i) {
-    auto out = r->Forward(plan);
+    auto out = r->Run(plan);
     ASSERT_TRUE(out.ok()) << out.status();
     const int32_t next = kernels::cpu::Argmax(out->logits.data<float>(), V);
     got.push_back(next);
@@ -60,33 +60,34 @@ TEST_P(Golden35, MtpPromptPassAndDraftsMatchReference) {
   const int32_t T = static_cast<int32_t>(g.ids.size());
   StepPlan plan;
   plan.seqs.push_back(Seq(1, 0, g.ids, Pages(8, 8)));
-  auto out = r->Forward(plan);
+  auto out = r->Run(plan);
   ASSERT_TRUE(out.ok()) << out.status();
-  // MTP over the prompt: position p takes (ids[p+1], hidden[p]).
-  MtpSeqWork w;
+  // One DraftWork: the MTP over the prompt (position p takes ids[p+1] and the target's hidden at p,
+  // the previous step's rows), its last position taking the target's greedy token, then K drafts.
+  const int32_t k = static_cast<int32_t>(g.draft_tokens.size());
+  StepPlan mtp;
+  DraftWork& w = mtp.drafts.emplace_back();
   w.slot = 1;
   w.start_pos = 0;
   w.tokens.assign(g.ids.begin() + 1, g.ids.end());
-  w.hidden = out->hidden.Slice(0, T - 1).Clone();
+  w.tokens.push_back(g.greedy[0]);
+  w.hidden_row = 0;
+  w.num_drafts = k;
   w.kv_pages = Pages(8, 8);
-  auto m = r->MtpForward({w});
+  w.logits = LogitsWanted::kAll;
+  auto m = r->Run(mtp);
   ASSERT_TRUE(m.ok()) << m.status();
-  ASSERT_EQ(m->logits.numel(), static_cast<int64_t>(g.mtp_logits.size()));
-  EXPECT_LE(RelErr(m->logits.data<float>(), g.mtp_logits.data(), g.mtp_logits.size()), 1e-4);
-  // Draft chain after the prompt from the target's greedy token.
-  DraftSeq ds;
-  ds.slot = 1;
-  ds.pos = T - 1;
-  ds.token = g.greedy[0];
-  ds.hidden = out->hidden.Slice(T - 1, T).Clone();
-  ds.kv_pages = Pages(8, 8);
-  const int32_t k = static_cast<int32_t>(g.draft_tokens.size());
-  auto dr = r->Draft({ds}, k);
-  ASSERT_TRUE(dr.ok()) << dr.status();
-  EXPECT_EQ(dr->tokens[0], g.draft_tokens);
-  EXPECT_LE(RelErr(dr->logits.data<float>(), g.draft_logits.data(), g.draft_logits.size()), 1e-4);
-  EXPECT_EQ(dr->logits.numel(), k * V);
+  ASSERT_EQ(m->drafts.size(), 1u);
+  EXPECT_EQ(m->drafts[0], g.draft_tokens);
+  // Rows: T teacher-forced positions (the last is draft step 0), then K - 1 more draft steps.
+  ASSERT_EQ(m->draft_logits.numel(), (T + k - 1) * V);
+  const float* rows = m->draft_logits.data<float>();
+  ASSERT_EQ(static_cast<int64_t>(g.mtp_logits.size()), (T - 1) * V);
+  EXPECT_LE(RelErr(rows, g.mtp_logits.data(), g.mtp_logits.size()), 1e-4);
+  EXPECT_LE(RelErr(rows + (T - 1) * V, g.draft_logits.data(), g.draft_logits.size()), 1e-4);
+  EXPECT_EQ(static_cast<int64_t>(g.draft_logits.size()), k * V);
   (void)d;
+  (void)out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, Golden35, ::testing::ValuesIn(kConfigs));

@@ -87,7 +87,7 @@ std::vector<float> PrefillLogits(const std::string& dir, const std::vector<int32
   if (!r.ok()) return {};
   StepPlan plan;
   plan.seqs.push_back(Seq(0, 0, ids, Pages(0, 8)));
-  auto out = (*r)->Forward(plan);
+  auto out = (*r)->Run(plan);
   EXPECT_TRUE(out.ok()) << out.status();
   return out.ok() ? std::vector<float>(out->logits.data<float>(), out->logits.data<float>() + out->logits.numel())
                   : std::vector<float>{};

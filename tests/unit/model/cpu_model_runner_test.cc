@@ -1,5 +1,6 @@
 // CpuModelRunner invariants: chunked / token-by-token prefill, ragged batches, one weight pass per
-// step, tensor-parallel shard plans in-process, MTP verify + commit, and bad-input errors.
+// step, tensor-parallel shard plans in-process, MTP verify + commit and drafts as plan operations,
+// and bad-input errors.
 #include <thread>
 #include <vector>
 
@@ -21,7 +22,7 @@ std::vector<float> PrefillInChunks(CpuModelRunner& r, SlotId slot, const std::ve
   for (int c : chunks) {
     StepPlan plan;
     plan.seqs.push_back(Seq(slot, pos, {ids.begin() + pos, ids.begin() + pos + c}, pages));
-    auto out = r.Forward(plan);
+    auto out = r.Run(plan);
     EXPECT_TRUE(out.ok()) << out.status();
     if (!out.ok()) return {};
     all.insert(all.end(), out->logits.data<float>(), out->logits.data<float>() + out->logits.numel());
@@ -67,7 +68,7 @@ TEST_P(Runner35, RaggedBatchGivesEachSequenceItsAloneLogits) {
   plan.seqs.push_back(Seq(4, 17, {b[17]}, Pages(18, 6)));
   plan.seqs.push_back(Seq(5, 0, c, Pages(24, 4)));
   plan.seqs.push_back(Seq(3, 6, {a.begin() + 6, a.end()}, Pages(14, 4)));
-  auto out = r->Forward(plan);
+  auto out = r->Run(plan);
   ASSERT_TRUE(out.ok()) << out.status();
   const int64_t V = r->config().vocab_size;
   EXPECT_EQ(out->logit_row_begin, (std::vector<int32_t>{0, 1, 8, 11}));
@@ -86,7 +87,7 @@ TEST_P(Runner35, EveryLinearReadsItsWeightsOncePerStep) {
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) expected += 3 + (c.is_full_attention(i) ? 4 : 5);
   auto passes = [&](const StepPlan& plan) {
     const int64_t before = kernels::cpu::LinearPassCount();
-    EXPECT_TRUE(r->Forward(plan).ok());
+    EXPECT_TRUE(r->Run(plan).ok());
     return kernels::cpu::LinearPassCount() - before;
   };
   StepPlan one;
@@ -99,8 +100,8 @@ TEST_P(Runner35, EveryLinearReadsItsWeightsOncePerStep) {
   EXPECT_EQ(passes(three), expected);
 }
 
-// After a verify forward of 1+k columns and CommitVerified(accepted), the slot's GDN/conv state,
-// and the logits of the next step, equal plain decoding of the accepted tokens.
+// After a verify forward of 1+k columns and a ColumnCommit of `accepted` in the next plan, the slot's
+// GDN/conv state, and the logits of the next step, equal plain decoding of the accepted tokens.
 TEST_P(Runner35, VerifyThenCommitEqualsPlainDecodingAtEveryRejectionPoint) {
   const Golden g = LoadGolden(GetParam());
   auto r = Load(GetParam());
@@ -116,14 +117,16 @@ TEST_P(Runner35, VerifyThenCommitEqualsPlainDecodingAtEveryRejectionPoint) {
     StepPlan verify;
     verify.seqs.push_back(Seq(0, T, cols, pv));
     verify.seqs.back().keep_column_states = true;
-    auto vout = r->Forward(verify);
+    auto vout = r->Run(verify);
     ASSERT_TRUE(vout.ok()) << vout.status();
-    ASSERT_TRUE(r->CommitVerified(0, accepted).ok());
+    StepPlan commit;
+    commit.commits = {{0, accepted}};
+    ASSERT_TRUE(r->Run(commit).ok());
     std::vector<float> plain_logits;
     for (int32_t i = 0; i < accepted; ++i) {
       StepPlan step;
       step.seqs.push_back(Seq(1, T + i, {cols[static_cast<size_t>(i)]}, pd));
-      auto o = r->Forward(step);
+      auto o = r->Run(step);
       ASSERT_TRUE(o.ok());
       plain_logits.insert(plain_logits.end(), o->logits.data<float>(), o->logits.data<float>() + V);
     }
@@ -138,8 +141,8 @@ TEST_P(Runner35, VerifyThenCommitEqualsPlainDecodingAtEveryRejectionPoint) {
     StepPlan next0, next1;
     next0.seqs.push_back(Seq(0, T + accepted, {g.ids[3]}, pv));
     next1.seqs.push_back(Seq(1, T + accepted, {g.ids[3]}, pd));
-    auto n0 = r->Forward(next0);
-    auto n1 = r->Forward(next1);
+    auto n0 = r->Run(next0);
+    auto n1 = r->Run(next1);
     ASSERT_TRUE(n0.ok() && n1.ok());
     EXPECT_LE(MaxAbsDiff(n0->logits.data<float>(), n1->logits.data<float>(), V), 1e-5);
   }
@@ -150,7 +153,7 @@ INSTANTIATE_TEST_SUITE_P(Configs, Runner35, ::testing::ValuesIn(kConfigs));
 // N ranks on N threads with an in-process collective; returns rank 0's logits of a prefill
 // followed by a ragged decode + MTP draft step.
 std::vector<float> RunTensorParallel(const std::string& name, int32_t world, const Golden& g) {
-  InProcessGroup group(world);
+  core::InProcessGroup group(world);
   std::vector<std::vector<float>> results(static_cast<size_t>(world));
   std::vector<std::thread> threads;
   for (int32_t rank = 0; rank < world; ++rank) {
@@ -162,24 +165,29 @@ std::vector<float> RunTensorParallel(const std::string& name, int32_t world, con
       StepPlan p1;
       p1.seqs.push_back(Seq(0, 0, g.ids, Pages(0, 8)));
       p1.seqs.push_back(Seq(1, 0, {g.ids.begin(), g.ids.begin() + 5}, Pages(8, 4)));
-      auto o1 = runner.Forward(p1);
+      auto o1 = runner.Run(p1);
       ASSERT_TRUE(o1.ok()) << o1.status();
       res.insert(res.end(), o1->logits.data<float>(), o1->logits.data<float>() + o1->logits.numel());
       StepPlan p2;
       p2.seqs.push_back(Seq(1, 5, {g.ids[7], g.ids[8]}, Pages(8, 4)));
       p2.seqs.push_back(Seq(0, static_cast<int32_t>(g.ids.size()), {g.greedy[0]}, Pages(0, 8)));
-      auto o2 = runner.Forward(p2);
+      auto o2 = runner.Run(p2);
       ASSERT_TRUE(o2.ok()) << o2.status();
       res.insert(res.end(), o2->logits.data<float>(), o2->logits.data<float>() + o2->logits.numel());
-      DraftSeq ds;
-      ds.slot = 0;
-      ds.pos = static_cast<int32_t>(g.ids.size());
-      ds.token = 7;
-      ds.hidden = o2->last_hidden.Slice(1, 2).Clone();
-      ds.kv_pages = Pages(0, 8);
-      auto dr = runner.Draft({ds}, 2);
+      // Two MTP drafts for slot 0 from its last position, whose target hidden is row 2 of p2.
+      StepPlan p3;
+      DraftWork& dw = p3.drafts.emplace_back();
+      dw.slot = 0;
+      dw.start_pos = static_cast<int32_t>(g.ids.size());
+      dw.tokens = {7};
+      dw.hidden_row = 2;
+      dw.num_drafts = 2;
+      dw.kv_pages = Pages(0, 8);
+      dw.logits = LogitsWanted::kAll;
+      auto dr = runner.Run(p3);
       ASSERT_TRUE(dr.ok()) << dr.status();
-      res.insert(res.end(), dr->logits.data<float>(), dr->logits.data<float>() + dr->logits.numel());
+      ASSERT_EQ(dr->draft_logits.dim(0), 2);
+      res.insert(res.end(), dr->draft_logits.data<float>(), dr->draft_logits.data<float>() + dr->draft_logits.numel());
     });
   }
   for (auto& t : threads) t.join();
@@ -214,7 +222,7 @@ TEST(CpuModelShardPlan, RefusesSizesThatDoNotDivide) {
 TEST(CpuModelErrors, BadStepsAreRefusedBeforeTouchingState) {
   auto r = Load("text_tied");
   ASSERT_NE(r, nullptr);
-  auto code = [&](const StepPlan& p) { return r->Forward(p).status().code(); };
+  auto code = [&](const StepPlan& p) { return r->Run(p).status().code(); };
   StepPlan p;
   p.seqs.push_back(Seq(0, 0, {1, 2, 9999}, Pages(0, 2)));
   EXPECT_EQ(code(p), absl::StatusCode::kInvalidArgument);  // token outside the vocab
@@ -235,14 +243,36 @@ TEST(CpuModelErrors, BadStepsAreRefusedBeforeTouchingState) {
   p.seqs[0].keep_column_states = true;
   EXPECT_EQ(code(p), absl::StatusCode::kInvalidArgument);  // verify wider than max_verify_tokens
   // Commit without a pending verify, and out-of-range acceptance.
-  EXPECT_EQ(r->CommitVerified(0, 1).code(), absl::StatusCode::kFailedPrecondition);
+  auto commit = [&](SlotId slot, int32_t accepted) {
+    StepPlan c;
+    c.commits = {{slot, accepted}};
+    return code(c);
+  };
+  EXPECT_EQ(commit(0, 1), absl::StatusCode::kFailedPrecondition);
   p.seqs = {Seq(0, 0, {1, 2, 3}, Pages(0, 1))};
   p.seqs[0].keep_column_states = true;
-  ASSERT_TRUE(r->Forward(p).ok());
-  EXPECT_EQ(r->CommitVerified(0, 0).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(r->CommitVerified(0, 4).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(r->CommitVerified(0, 2).ok());
-  EXPECT_EQ(r->CopySlot(0, 99).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(r->Run(p).ok());
+  EXPECT_EQ(commit(0, 0), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(commit(0, 4), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(commit(0, 2), absl::StatusCode::kOk);
+  StepPlan copy;
+  copy.copies = {{0, 99}};
+  EXPECT_EQ(code(copy), absl::StatusCode::kInvalidArgument);  // slot out of range
+  copy.copies = {{1, 1}};
+  EXPECT_EQ(code(copy), absl::StatusCode::kInvalidArgument);  // onto itself
+  // Drafts: the hidden rows must be ones the last forward left; a verify's drafts must be drafted.
+  StepPlan draft;
+  DraftWork& dw = draft.drafts.emplace_back();
+  dw.slot = 0;
+  dw.start_pos = 3;
+  dw.tokens = {5};
+  dw.hidden_row = 3;  // the last forward had 3 rows
+  dw.kv_pages = Pages(0, 1);
+  EXPECT_EQ(code(draft), absl::StatusCode::kInvalidArgument);
+  StepPlan verify;
+  verify.seqs = {Seq(0, 3, {5}, Pages(0, 1))};
+  verify.seqs[0].num_drafts = 2;
+  EXPECT_EQ(code(verify), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(CpuModelLoad, MissingOrMisshapenWeightsAreNamed) {

@@ -6,10 +6,14 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/cpu_model_loader.h"
+#include "model/cpu/cpu_model_loader.h"
 #include "quant/safetensors_reader.h"
 
 namespace sparkserve::model::testing {
+
+using cpu::CpuModelRunner;
+using cpu::CpuRunnerOptions;
+using cpu::LoadCpuModel;
 
 inline std::string GoldenDir(const std::string& name) {
   return std::string(SPARKSERVE_SOURCE_DIR) + "/tests/golden/qwen35/" + name;

@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "head/chat/output/output_event.h"
+#include "text/output/output_event.h"
 
-namespace sparkserve::chat::testing {
+namespace sparkserve::text::testing {
 
 inline std::vector<std::string> OnePiece(std::string_view text) { return {std::string(text)}; }
 
@@ -89,4 +89,4 @@ inline ParsedOutput Accumulate(const OutputEvents& events) {
   return p;
 }
 
-}  // namespace sparkserve::chat::testing
+}  // namespace sparkserve::text::testing

@@ -1,14 +1,14 @@
 // OutputParser: recorded-style Qwen3.5 / Qwen3 outputs (reasoning + content + several tool calls)
 // parsed whole, one character at a time and in seeded random chunkings give the same structures;
 // configuration by family, tools and prompt state.
-#include "head/chat/output/output_parser.h"
+#include "text/output/output_parser.h"
 
 #include <random>
 
 #include "chunking.h"
 #include "gtest/gtest.h"
 
-namespace sparkserve::chat {
+namespace sparkserve::text {
 namespace {
 
 using nlohmann::json;
@@ -293,4 +293,4 @@ TEST(OutputParser, ParseModelFamily) {
 }
 
 }  // namespace
-}  // namespace sparkserve::chat
+}  // namespace sparkserve::text

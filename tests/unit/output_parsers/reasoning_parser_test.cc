@@ -1,13 +1,13 @@
 // ReasoningParser: <think> splitting, held partial tags, end-of-stream flush, and the property that
 // reasoning + content is the input minus the markup, for any chunking.
-#include "head/chat/output/reasoning_parser.h"
+#include "text/output/reasoning_parser.h"
 
 #include <random>
 
 #include "chunking.h"
 #include "gtest/gtest.h"
 
-namespace sparkserve::chat {
+namespace sparkserve::text {
 namespace {
 
 using testing::AllChunkings;
@@ -228,4 +228,4 @@ TEST(ReasoningParser, OneCharacterAtATimeEmitsAsSoonAsDecided) {
 }
 
 }  // namespace
-}  // namespace sparkserve::chat
+}  // namespace sparkserve::text

@@ -1,13 +1,13 @@
 // ToolCallParser: XML and JSON forms, several calls among content, values with newlines and markup
 // characters, malformed calls falling back to the raw text, and chunking independence.
-#include "head/chat/output/tool_call_parser.h"
+#include "text/output/tool_call_parser.h"
 
 #include <random>
 
 #include "chunking.h"
 #include "gtest/gtest.h"
 
-namespace sparkserve::chat {
+namespace sparkserve::text {
 namespace {
 
 using nlohmann::json;
@@ -318,4 +318,4 @@ TEST(ToolCallParser, PropertyRandomOutputsAreChunkingIndependentAndLossless) {
 }
 
 }  // namespace
-}  // namespace sparkserve::chat
+}  // namespace sparkserve::text

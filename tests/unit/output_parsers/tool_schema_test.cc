@@ -1,11 +1,11 @@
 // Schema-typed conversion of XML parameter values (vLLM qwen3_coder rules) and the Python-style
 // JSON serialisation of arguments.
-#include "head/chat/output/tool_schema.h"
+#include "text/output/tool_schema.h"
 
 #include "gtest/gtest.h"
-#include "head/chat/output/python_json.h"
+#include "text/output/python_json.h"
 
-namespace sparkserve::chat {
+namespace sparkserve::text {
 namespace {
 
 using nlohmann::json;
@@ -148,4 +148,4 @@ TEST(ToolSchemas, RejectsMalformedTools) {
 }
 
 }  // namespace
-}  // namespace sparkserve::chat
+}  // namespace sparkserve::text

@@ -1,6 +1,6 @@
 // demo-model: deterministic bytes per seed (whatever the thread count), a config our parser accepts
 // with both layer types and MTP, the exact 4B shapes, and finite varied logits on the CPU model.
-#include "model/demo_model.h"
+#include "head/demo/demo_model.h"
 
 #include <cmath>
 #include <filesystem>
@@ -8,11 +8,14 @@
 
 #include "gtest/gtest.h"
 #include "model/config.h"
-#include "model/demo_model_tokenizer.h"
+#include "head/demo/demo_model_tokenizer.h"
 #include "tests/unit/quantize/test_util.h"
 
-namespace sparkserve::model {
+namespace sparkserve::head {
 namespace {
+
+using model::CheckpointLayout;
+using model::LayerType;
 
 using quant::testing::ReadFile;
 using quant::testing::TempDir;
@@ -48,7 +51,7 @@ TEST(DemoModel, SameSeedSameBytesDifferentSeedDifferentWeights) {
 TEST(DemoModel, TinyConfigHasBothLayerTypesMtpAndTheTokenizersIds) {
   TempDir tmp;
   const std::string dir = Write(tmp, "m", "bf16", 0, 2);
-  auto cfg = LoadQwen35Config(dir);
+  auto cfg = model::LoadQwen35Config(dir);
   ASSERT_TRUE(cfg.ok()) << cfg.status();
   EXPECT_EQ(cfg->layout, CheckpointLayout::kCausalLM);
   std::set<LayerType> types(cfg->layer_types.begin(), cfg->layer_types.end());
@@ -155,4 +158,4 @@ TEST(DemoModel, RefusesANonEmptyOutputDirectory) {
 }
 
 }  // namespace
-}  // namespace sparkserve::model
+}  // namespace sparkserve::head

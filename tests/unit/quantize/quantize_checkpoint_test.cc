@@ -9,7 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "model/config.h"
-#include "model/demo_model.h"
+#include "head/demo/demo_model.h"
 #include "nlohmann/json.hpp"
 #include "quant/checkpoint.h"
 #include "tests/unit/quantize/test_util.h"
@@ -25,9 +25,9 @@ namespace fs = std::filesystem;
 const std::string& TinyBf16() {
   static TempDir* dir = new TempDir();  // lives for the test binary
   static const std::string path = [] {
-    model::DemoModelOptions o;
+    head::DemoModelOptions o;
     o.progress = false;
-    auto r = model::WriteDemoModel(*dir / "tiny", o);
+    auto r = head::WriteDemoModel(*dir / "tiny", o);
     EXPECT_TRUE(r.ok()) << r.status();
     return *dir / "tiny";
   }();

@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "core/status.h"
 #include "model/config.h"
-#include "model/cpu_model_runner.h"
+#include "model/cpu/cpu_model_runner.h"
 #include "model/shard_plan.h"
 #include "model/weight_source.h"
 #include "quant/checkpoint.h"
@@ -58,8 +58,8 @@ inline absl::StatusOr<std::vector<float>> PrefillLogits(const std::string& dir, 
   DequantSource source(&ckpt);
   ASSIGN_OR_RETURN(model::ShardPlan plan, model::ShardPlan::Make(0, 1, config));
   ASSIGN_OR_RETURN(model::Qwen35Weights weights, model::Qwen35Weights::Load(config, source, plan));
-  model::CpuRunnerOptions opts;
-  ASSIGN_OR_RETURN(auto runner, model::CpuModelRunner::Create(config, std::move(weights), plan, nullptr, opts));
+  model::cpu::CpuRunnerOptions opts;
+  ASSIGN_OR_RETURN(auto runner, model::cpu::CpuModelRunner::Create(config, std::move(weights), plan, nullptr, opts));
   model::StepPlan step;
   model::SeqWork seq;
   seq.slot = 0;
@@ -68,7 +68,7 @@ inline absl::StatusOr<std::vector<float>> PrefillLogits(const std::string& dir, 
   const int32_t page = opts.state.kv_page_size;
   for (int32_t p = 0; p * page < static_cast<int32_t>(ids.size()); ++p) seq.kv_pages.push_back(p);
   step.seqs.push_back(seq);
-  ASSIGN_OR_RETURN(model::StepOutput out, runner->Forward(step));
+  ASSIGN_OR_RETURN(model::StepOutput out, runner->Run(step));
   auto span = out.logits.span<float>();
   return std::vector<float>(span.begin(), span.end());
 }

@@ -70,9 +70,9 @@ TEST(Scheduler, CreateRejectsConfigsThatCannotRun) {
   EXPECT_FALSE(Scheduler::Create({}, Capacity(0, 8, 16)).ok());
   EXPECT_FALSE(Scheduler::Create({}, Capacity(4, 0, 16)).ok());
   EXPECT_FALSE(Scheduler::Create({.max_batch = 5}, Capacity(4, 8, 16)).ok());
-  auto small_budget = Scheduler::Create({.max_num_batched_tokens = 2, .max_batch = 4}, Capacity(4, 8, 16));
+  auto small_budget = Scheduler::Create({.max_step_tokens = 2, .max_batch = 4}, Capacity(4, 8, 16));
   ASSERT_FALSE(small_budget.ok());
-  EXPECT_NE(std::string(small_budget.status().message()).find("max_num_batched_tokens (2)"), std::string::npos);
+  EXPECT_NE(std::string(small_budget.status().message()).find("max_step_tokens (2)"), std::string::npos);
   auto s = Scheduler::Create({}, Capacity(4, 8, 16));
   ASSERT_TRUE(s.ok());
   EXPECT_EQ((*s)->config().max_batch, 4);  // 0 = all slots
@@ -96,7 +96,7 @@ TEST(Scheduler, CheckFitsBoundaries) {
 }
 
 TEST(Scheduler, ChunkedPrefillThenDecode) {
-  auto s = Make({.max_num_batched_tokens = 64, .prefill_chunk = 32}, Capacity(2, 16, 16));
+  auto s = Make({.max_step_tokens = 64, .prefill_chunk = 32}, Capacity(2, 16, 16));
   Sequence* seq = s->Add(1, 0, Prompt(100), 5);
   std::vector<int32_t> starts, sizes;
   for (int step = 0; step < 4; ++step) {
@@ -121,7 +121,7 @@ TEST(Scheduler, ChunkedPrefillThenDecode) {
 }
 
 TEST(Scheduler, DecodesKeepFlowingWhileALongPromptPrefills) {
-  auto s = Make({.max_num_batched_tokens = 40, .prefill_chunk = 64}, Capacity(4, 64, 16));
+  auto s = Make({.max_step_tokens = 40, .prefill_chunk = 64}, Capacity(4, 64, 16));
   Sequence* a = s->Add(1, 0, Prompt(5), 100);
   Sequence* b = s->Add(2, 0, Prompt(6, 1), 100);
   ScheduledBatch first = s->Schedule();
@@ -153,7 +153,7 @@ TEST(Scheduler, DecodesKeepFlowingWhileALongPromptPrefills) {
 }
 
 TEST(Scheduler, MaxBatchAndSlotsBoundRunningSequences) {
-  auto s = Make({.max_num_batched_tokens = 512, .max_batch = 3}, Capacity(4, 64, 16));
+  auto s = Make({.max_step_tokens = 512, .max_batch = 3}, Capacity(4, 64, 16));
   for (int i = 0; i < 5; ++i) s->Add(static_cast<RequestId>(i), 0, Prompt(4, i), 8);
   ScheduledBatch b = s->Schedule();
   EXPECT_EQ(b.seqs.size(), 3u);
@@ -175,7 +175,7 @@ TEST(Scheduler, MaxBatchAndSlotsBoundRunningSequences) {
 
 TEST(Scheduler, PreemptsTheYoungestAndResumesWithItsGeneratedTokens) {
   // 4 pages of 4 tokens; two sequences of 6 prompt tokens take 2 pages each.
-  auto s = Make({.max_num_batched_tokens = 64}, Capacity(2, 4, 4));
+  auto s = Make({.max_step_tokens = 64}, Capacity(2, 4, 4));
   Sequence* old_seq = s->Add(1, 0, Prompt(6), 8);
   Sequence* young = s->Add(2, 0, Prompt(6, 1), 8);
   ScheduledBatch b = s->Schedule();
@@ -220,7 +220,7 @@ TEST(Scheduler, PreemptsTheYoungestAndResumesWithItsGeneratedTokens) {
 
 TEST(Scheduler, APrefillThatPreemptsItselfIsNotReadmittedInTheSameStep) {
   // 3 pages of 4 tokens. A (old) decodes; B (young) prefills 8 tokens in chunks of 4.
-  auto s = Make({.max_num_batched_tokens = 64, .prefill_chunk = 4}, Capacity(2, 3, 4));
+  auto s = Make({.max_step_tokens = 64, .prefill_chunk = 4}, Capacity(2, 3, 4));
   Sequence* a = s->Add(1, 0, Prompt(4), 6);
   Sequence* b = s->Add(2, 0, Prompt(8, 1), 2);
   ScheduledBatch first = s->Schedule();
@@ -288,9 +288,9 @@ struct Simulation {
     while (outputs.size() < prompts.size()) {
       ScheduledBatch b = sched->Schedule();
       ASSERT_FALSE(b.empty()) << "no progress with " << sched->num_waiting() << " waiting";
-      EXPECT_LE(b.plan.num_tokens(), sched->config().max_num_batched_tokens);
+      EXPECT_LE(b.plan.num_tokens(), sched->config().max_step_tokens);
       EXPECT_LE(static_cast<int32_t>(b.seqs.size()), sched->config().max_batch);
-      auto out = model.Forward(b.plan);
+      auto out = model.Run(b.plan);
       ASSERT_TRUE(out.ok()) << out.status();
       ++steps;
       sched->CommitStep(b);
@@ -318,7 +318,7 @@ TEST(Scheduler, RandomWorkloadsUnderATinyKvPoolMatchSequentialGreedy) {
     std::mt19937 rng(seed);
     const int32_t page = 4 + static_cast<int32_t>(rng() % 5);
     const int32_t pages = 12 + static_cast<int32_t>(rng() % 10);
-    Simulation sim({.max_num_batched_tokens = 24 + static_cast<int32_t>(rng() % 40),
+    Simulation sim({.max_step_tokens = 24 + static_cast<int32_t>(rng() % 40),
                     .prefill_chunk = static_cast<int32_t>(rng() % 3) * 8,
                     .max_batch = 0},
                    Capacity(6, pages, page, 64, 4096));

@@ -1,15 +1,15 @@
 // IncrementalDetokenizer: pieces never split a character, concatenate to Decode, and come out as
 // soon as a character is complete.
-#include "head/tokenizer/incremental_detokenizer.h"
+#include "text/tokenizer/incremental_detokenizer.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "head/tokenizer/utf8.h"
+#include "text/tokenizer/utf8.h"
 #include "tests/unit/tokenizer/test_tokenizers.h"
 
-namespace sparkserve::tokenizer {
+namespace sparkserve::text {
 namespace {
 
 using testing::Qwen3;
@@ -97,4 +97,4 @@ TEST(IncrementalDetokenizer, RandomSequencesMatchDecode) {
 }
 
 }  // namespace
-}  // namespace sparkserve::tokenizer
+}  // namespace sparkserve::text

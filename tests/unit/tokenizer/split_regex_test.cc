@@ -1,9 +1,9 @@
 // SplitRegex: the Oniguruma-compatibility rewrite and HF's split piece listing (incl. empty matches).
-#include "head/tokenizer/split_regex.h"
+#include "text/tokenizer/split_regex.h"
 
 #include <gtest/gtest.h>
 
-namespace sparkserve::tokenizer {
+namespace sparkserve::text {
 namespace {
 
 constexpr std::string_view kWs =
@@ -81,4 +81,4 @@ TEST(SplitRegex, BadPatternIsAnError) {
 }
 
 }  // namespace
-}  // namespace sparkserve::tokenizer
+}  // namespace sparkserve::text

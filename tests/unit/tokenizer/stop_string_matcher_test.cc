@@ -1,12 +1,12 @@
 // StopStringMatcher: stops across piece boundaries, holds back possible starts, same result for any
 // split of the text as for the whole text.
-#include "head/tokenizer/stop_string_matcher.h"
+#include "text/tokenizer/stop_string_matcher.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
-namespace sparkserve::tokenizer {
+namespace sparkserve::text {
 namespace {
 
 struct StreamResult {
@@ -130,4 +130,4 @@ TEST(StopStringMatcher, AnySplitGivesTheWholeTextResult) {
 }
 
 }  // namespace
-}  // namespace sparkserve::tokenizer
+}  // namespace sparkserve::text

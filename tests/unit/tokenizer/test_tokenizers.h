@@ -3,11 +3,11 @@
 #include <string>
 #include <vector>
 
-#include "head/tokenizer/byte_level.h"
-#include "head/tokenizer/tokenizer.h"
+#include "text/tokenizer/byte_level.h"
+#include "text/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 
-namespace sparkserve::tokenizer::testing {
+namespace sparkserve::text::testing {
 
 // A byte-level BPE over all 256 bytes (ids 0..255 in byte order) plus `merges` ("a b", in raw
 // ASCII) whose results get ids 256, 257, ... in order.
@@ -46,4 +46,4 @@ inline const Tokenizer& Qwen3() {
   return *tok;
 }
 
-}  // namespace sparkserve::tokenizer::testing
+}  // namespace sparkserve::text::testing

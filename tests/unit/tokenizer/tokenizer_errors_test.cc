@@ -3,10 +3,10 @@
 
 #include <functional>
 
-#include "head/tokenizer/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 #include "tests/unit/tokenizer/test_tokenizers.h"
 
-namespace sparkserve::tokenizer {
+namespace sparkserve::text {
 namespace {
 
 using Json = nlohmann::json;
@@ -109,4 +109,4 @@ TEST(TokenizerLoad, TemplatePostProcessorAddsSpecialTokens) {
 }
 
 }  // namespace
-}  // namespace sparkserve::tokenizer
+}  // namespace sparkserve::text

@@ -1,6 +1,6 @@
 // Tokenizer: merge order, added tokens, decode and thread safety, on a synthetic tokenizer and the
 // Qwen3 fixture (expected ids come from Hugging Face tokenizers 0.23.3).
-#include "head/tokenizer/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 
 #include "tests/unit/tokenizer/test_tokenizers.h"
 
-namespace sparkserve::tokenizer {
+namespace sparkserve::text {
 namespace {
 
 using testing::Qwen3;
@@ -138,4 +138,4 @@ TEST(Tokenizer, ConcurrentEncodesAgree) {
 }
 
 }  // namespace
-}  // namespace sparkserve::tokenizer
+}  // namespace sparkserve::text

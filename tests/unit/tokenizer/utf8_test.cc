@@ -1,11 +1,11 @@
 // UTF-8 validation and the lossy conversion's maximal-subpart replacement (Unicode §3.9, Table 3-8).
-#include "head/tokenizer/utf8.h"
+#include "text/tokenizer/utf8.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
-namespace sparkserve::tokenizer {
+namespace sparkserve::text {
 namespace {
 
 const std::string kFFFD(kReplacementChar);
@@ -88,4 +88,4 @@ TEST(Utf8, EncodeDecodeCodePoints) {
 }
 
 }  // namespace
-}  // namespace sparkserve::tokenizer
+}  // namespace sparkserve::text

@@ -1,0 +1,72 @@
+// Collective: the exchanges between the tensor-parallel ranks of one model (DESIGN.md §1, §5): the
+// sum of partial outputs after o_proj / out_proj / down_proj and the gather of vocab-split rows, on
+// host buffers (the CPU runner) or on the rank's own device ordered on a stream (the CUDA runner). Backends: one rank (no-op), an in-process group of
+// threads (tests), Gloo over TCP (host buffers, and device buffers staged through the host), NCCL
+// (device buffers). Results are identical on every rank.
+#pragma once
+#include <barrier>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace sparkserve::core {
+
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  virtual int32_t rank() const = 0;
+  virtual int32_t world() const = 0;
+  // data = sum over ranks of data (same length on every rank).
+  virtual absl::Status AllReduceSum(std::span<float> data) = 0;
+  // out = concatenation of every rank's `local` in rank order (lengths may differ).
+  virtual absl::Status AllGather(std::span<const float> local, std::vector<float>* out) = 0;
+
+  // The same on `count` floats of this rank's CUDA device memory, enqueued on `stream` (a
+  // cudaStream_t): AllGatherDevice's `out` holds world * count floats, rank-major. Backends
+  // without a device path answer Unimplemented.
+  virtual absl::Status AllReduceSumDevice(float* data, size_t count, void* stream) {
+    return absl::UnimplementedError("this collective has no device path");
+  }
+  virtual absl::Status AllGatherDevice(const float* local, size_t count, float* out, void* stream) {
+    return absl::UnimplementedError("this collective has no device path");
+  }
+  // A short human description of the transport (cluster-check, logs): "in-process", "gloo tcp ...".
+  virtual std::string transport() const { return "in-process"; }
+};
+
+// One rank: the sum is the data, the gather is a copy.
+class SingleRankCollective : public Collective {
+ public:
+  int32_t rank() const override { return 0; }
+  int32_t world() const override { return 1; }
+  absl::Status AllReduceSum(std::span<float>) override { return absl::OkStatus(); }
+  absl::Status AllGather(std::span<const float> local, std::vector<float>* out) override {
+    out->assign(local.begin(), local.end());
+    return absl::OkStatus();
+  }
+  absl::Status AllReduceSumDevice(float*, size_t, void*) override { return absl::OkStatus(); }
+  std::string transport() const override { return "single rank"; }
+};
+
+// N ranks as N threads of one process (each rank calls from its own thread, in lockstep).
+class InProcessGroup {
+ public:
+  explicit InProcessGroup(int32_t world);
+  ~InProcessGroup();
+  Collective& rank(int32_t r) { return *ranks_[static_cast<size_t>(r)]; }
+
+ private:
+  class Rank;
+  friend class Rank;
+  int32_t world_;
+  std::barrier<> barrier_;
+  std::vector<const float*> ptrs_;
+  std::vector<size_t> sizes_;
+  std::vector<std::unique_ptr<Collective>> ranks_;
+};
+
+}  // namespace sparkserve::core

@@ -1,0 +1,603 @@
+// Engine: the engine thread's loop (admit -> schedule -> run -> postprocess), request validation,
+// stop checks, cancellation, drain and metrics.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+#include <string>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "fmt/format.h"
+#include "spdlog/spdlog.h"
+
+namespace sparkserve::engine {
+
+using scheduler::FinishReason;
+using scheduler::Request;
+using scheduler::RequestId;
+using scheduler::SeqId;
+using scheduler::Sequence;
+using scheduler::TokenEvent;
+
+struct Engine::RequestState {
+  RequestId id = 0;
+  Request request;
+  std::shared_ptr<TokenSink> sink;
+  Clock::time_point arrival{};
+  std::vector<SeqId> seqs;        // [n]: the sample's sequence, 0 once that sample has ended
+  int32_t num_unfinished = 0;
+  bool first_token_seen = false;
+  std::vector<int32_t> stop_ids;  // eos (unless ignore_eos) + stop_token_ids; masked below min_tokens
+  std::string error;              // set when sampling failed in this step
+  FinishReason last_reason = FinishReason::kNone;
+};
+
+namespace {
+
+std::vector<double> TtftBounds() {
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+          1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+}
+std::vector<double> TpotBounds() {
+  return {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+          0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+}
+std::vector<double> E2eBounds() {
+  return {0.3,  0.5,  0.8,  1.0,  1.5,  2.0,   2.5,   5.0,   10.0,  15.0,  20.0,
+          30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+}
+std::vector<double> IterationTokenBounds() {
+  return {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+}
+
+double Seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::ModelRunner> model,
+                                                       EngineConfig config) {
+  if (model == nullptr) return absl::InvalidArgumentError("Engine needs a model runner");
+  const model::ModelCapacity capacity = model->capacity();
+  ASSIGN_OR_RETURN(auto sched, scheduler::Scheduler::Create(config.scheduler, capacity));
+  if (config.max_waiting_requests < 1) {
+    return absl::InvalidArgumentError(
+        fmt::format("max_waiting_requests must be >= 1, got {}", config.max_waiting_requests));
+  }
+  for (int32_t id : config.eos_token_ids) {
+    if (id < 0 || id >= capacity.vocab_size) {
+      return absl::InvalidArgumentError(
+          fmt::format("eos token id {} is outside the vocabulary of {}", id, capacity.vocab_size));
+    }
+  }
+  return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(config), std::move(sched)));
+}
+
+Engine::Engine(std::unique_ptr<model::ModelRunner> model, EngineConfig config,
+               std::unique_ptr<scheduler::Scheduler> sched)
+    : model_(std::move(model)),
+      config_(std::move(config)),
+      capacity_(model_->capacity()),
+      scheduler_(std::move(sched)),
+      unseeded_rng_(std::random_device{}()) {
+  local_.time_to_first_token_s = Histogram::WithBounds(TtftBounds());
+  local_.time_per_output_token_s = Histogram::WithBounds(TpotBounds());
+  local_.e2e_request_latency_s = Histogram::WithBounds(E2eBounds());
+  local_.iteration_tokens = Histogram::WithBounds(IterationTokenBounds());
+  local_.total_slots = scheduler_->num_slots();
+  local_.free_slots = scheduler_->num_free_slots();
+  local_.total_kv_pages = scheduler_->num_pages();
+  local_.free_kv_pages = scheduler_->num_free_pages();
+  local_.max_seq_len = capacity_.max_seq_len;
+  stats_ = local_;
+}
+
+Engine::~Engine() { Shutdown(); }
+
+// ---- lifecycle ---------------------------------------------------------------------------------
+
+void Engine::Start() {
+  std::lock_guard lifecycle(lifecycle_mu_);
+  if (state_ == ThreadState::kIdle) {
+    thread_ = std::thread(&Engine::Loop, this);
+    state_ = ThreadState::kRunning;
+  }
+}
+
+void Engine::Drain() {
+  {
+    std::lock_guard lock(mu_);
+    draining_ = true;
+  }
+  wake_.notify_all();
+  Start();
+  std::lock_guard lifecycle(lifecycle_mu_);
+  if (thread_.joinable()) thread_.join();
+  state_ = ThreadState::kDone;
+}
+
+void Engine::Shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  Start();  // queued requests still get their final (abort) events
+  std::lock_guard lifecycle(lifecycle_mu_);
+  if (thread_.joinable()) thread_.join();
+  state_ = ThreadState::kDone;
+}
+
+// ---- caller side -------------------------------------------------------------------------------
+
+absl::Status Engine::Validate(const Request& r) const {
+  const int32_t vocab = capacity_.vocab_size;
+  if (r.n < 1 || r.n > kMaxSamplesPerRequest) {
+    return absl::InvalidArgumentError(fmt::format("n must be between 1 and {}, got {}", kMaxSamplesPerRequest, r.n));
+  }
+  RETURN_IF_ERROR(scheduler::Scheduler::CheckFits(capacity_, static_cast<int64_t>(r.prompt_ids.size()),
+                                                  r.max_tokens));
+  for (size_t i = 0; i < r.prompt_ids.size(); ++i) {
+    if (r.prompt_ids[i] < 0 || r.prompt_ids[i] >= vocab) {
+      return absl::InvalidArgumentError(fmt::format(
+          "prompt token id {} at position {} is outside the vocabulary [0, {})", r.prompt_ids[i], i, vocab));
+    }
+  }
+  if (r.min_tokens < 0 || r.min_tokens > r.max_tokens) {
+    return absl::InvalidArgumentError(
+        fmt::format("min_tokens ({}) must be between 0 and max_tokens ({})", r.min_tokens, r.max_tokens));
+  }
+  const scheduler::SamplingParams& s = r.sampling;
+  if (!(std::isfinite(s.temperature) && s.temperature >= 0.0f)) {
+    return absl::InvalidArgumentError(fmt::format("temperature must be >= 0, got {}", s.temperature));
+  }
+  if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) {
+    return absl::InvalidArgumentError(fmt::format("top_p must be in (0, 1], got {}", s.top_p));
+  }
+  if (s.top_k < -1) {
+    return absl::InvalidArgumentError(fmt::format("top_k must be -1 or 0 (off) or positive, got {}", s.top_k));
+  }
+  if (!(s.min_p >= 0.0f && s.min_p <= 1.0f)) {
+    return absl::InvalidArgumentError(fmt::format("min_p must be in [0, 1], got {}", s.min_p));
+  }
+  if (!(std::isfinite(s.repetition_penalty) && s.repetition_penalty > 0.0f)) {
+    return absl::InvalidArgumentError(
+        fmt::format("repetition_penalty must be > 0, got {}", s.repetition_penalty));
+  }
+  if (!(s.presence_penalty >= -2.0f && s.presence_penalty <= 2.0f)) {
+    return absl::InvalidArgumentError(
+        fmt::format("presence_penalty must be in [-2, 2], got {}", s.presence_penalty));
+  }
+  if (!(s.frequency_penalty >= -2.0f && s.frequency_penalty <= 2.0f)) {
+    return absl::InvalidArgumentError(
+        fmt::format("frequency_penalty must be in [-2, 2], got {}", s.frequency_penalty));
+  }
+  if (s.logprobs < -1 || s.logprobs > kMaxLogprobs) {
+    return absl::InvalidArgumentError(
+        fmt::format("logprobs must be between 0 and {} (or -1 for none), got {}", kMaxLogprobs, s.logprobs));
+  }
+  for (const auto& [id, bias] : s.logit_bias) {
+    if (id < 0 || id >= vocab) {
+      return absl::InvalidArgumentError(
+          fmt::format("logit_bias token id {} is outside the vocabulary [0, {})", id, vocab));
+    }
+    if (!std::isfinite(bias)) {
+      return absl::InvalidArgumentError(fmt::format("logit_bias for token {} is not a finite number", id));
+    }
+  }
+  for (int32_t id : r.stop.stop_token_ids) {
+    if (id < 0 || id >= vocab) {
+      return absl::InvalidArgumentError(
+          fmt::format("stop token id {} is outside the vocabulary [0, {})", id, vocab));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RequestId> Engine::Submit(Request request, TokenSink sink) {
+  if (!sink) return absl::InvalidArgumentError("a request needs a token sink");
+  if (request.sampling.top_k < 0 && request.sampling.top_k >= -1) request.sampling.top_k = 0;
+  RETURN_IF_ERROR(Validate(request));
+  std::lock_guard lock(mu_);
+  if (draining_ || stopping_) {
+    return absl::UnavailableError("the engine is shutting down and accepts no new requests");
+  }
+  const int64_t queued = waiting_requests_ + static_cast<int64_t>(inbox_.size());
+  if (queued >= config_.max_waiting_requests) {
+    return absl::ResourceExhaustedError(
+        fmt::format("the request queue is full ({} requests waiting); retry later", queued));
+  }
+  request.id = next_request_id_++;
+  const RequestId id = request.id;
+  inbox_.push_back({std::move(request), std::move(sink), Clock::now()});
+  wake_.notify_one();
+  return id;
+}
+
+void Engine::Cancel(RequestId id) { Finish(id, FinishReason::kAbort); }
+
+void Engine::Finish(RequestId id, FinishReason reason) {
+  if (reason == FinishReason::kNone) reason = FinishReason::kAbort;
+  {
+    std::lock_guard lock(mu_);
+    ends_.emplace_back(id, reason);
+  }
+  wake_.notify_one();
+}
+
+EngineStats Engine::Stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+// ---- engine thread -----------------------------------------------------------------------------
+
+void Engine::Loop() {
+  for (;;) {
+    std::vector<Incoming> incoming;
+    std::vector<std::pair<RequestId, FinishReason>> ends;
+    bool stopping = false, draining = false;
+    {
+      std::unique_lock lock(mu_);
+      wake_.wait(lock, [&] {
+        return stopping_ || draining_ || !inbox_.empty() || !ends_.empty() || !requests_.empty();
+      });
+      stopping = stopping_;
+      draining = draining_;  // read with the inbox: once set, nothing more arrives
+      incoming.swap(inbox_);
+      ends.swap(ends_);
+      waiting_requests_ += static_cast<int64_t>(incoming.size());
+    }
+    Admit(incoming);
+    if (stopping) {
+      EndAll(FinishReason::kAbort, "");
+      PublishStats(-1);
+      Emit();
+      return;
+    }
+    ApplyEnds(ends);
+    if (!pending_events_.empty()) {  // cancels are answered before the next forward
+      PublishStats(-1);
+      Emit();
+    }
+    if (requests_.empty()) {
+      if (draining) return;
+      continue;
+    }
+    Step();
+  }
+}
+
+void Engine::Admit(std::vector<Incoming>& incoming) {
+  for (Incoming& in : incoming) {
+    auto state = std::make_unique<RequestState>();
+    RequestState& req = *state;
+    req.id = in.request.id;
+    req.request = std::move(in.request);
+    req.sink = std::make_shared<TokenSink>(std::move(in.sink));
+    req.arrival = in.arrival;
+    if (!req.request.stop.ignore_eos) req.stop_ids = config_.eos_token_ids;
+    req.stop_ids.insert(req.stop_ids.end(), req.request.stop.stop_token_ids.begin(),
+                        req.request.stop.stop_token_ids.end());
+    std::sort(req.stop_ids.begin(), req.stop_ids.end());
+    req.stop_ids.erase(std::unique(req.stop_ids.begin(), req.stop_ids.end()), req.stop_ids.end());
+    const uint64_t request_seed = req.request.sampling.seed.value_or(unseeded_rng_());
+    for (int32_t i = 0; i < req.request.n; ++i) {
+      Sequence* seq = scheduler_->Add(req.id, i, req.request.prompt_ids, req.request.max_tokens);
+      seq_states_[seq->id] = SeqState{&req, SequenceSeed(request_seed, i)};
+      req.seqs.push_back(seq->id);
+    }
+    req.num_unfinished = req.request.n;
+    requests_.emplace(req.id, std::move(state));
+  }
+}
+
+void Engine::ApplyEnds(const std::vector<std::pair<RequestId, FinishReason>>& ends) {
+  for (const auto& [id, reason] : ends) {
+    auto it = requests_.find(id);
+    if (it == requests_.end() || it->second->num_unfinished == 0) continue;  // already finished
+    EndRequest(*it->second, reason, "");
+  }
+}
+
+void Engine::Step() {
+  StepRecord record;
+  record.index = step_index_++;
+  record.start = Clock::now();
+  scheduler::ScheduledBatch batch = scheduler_->Schedule();
+  if (batch.empty()) {  // cannot happen with validated requests; never spin or hang on it
+    spdlog::error("engine: the scheduler placed no sequence with {} requests in flight", requests_.size());
+    EndAll(FinishReason::kError, "internal error: the scheduler could not place the request");
+    PublishStats(-1);
+    Emit();
+    return;
+  }
+  record.num_seqs = static_cast<int32_t>(batch.seqs.size());
+  record.num_tokens = static_cast<int32_t>(batch.plan.num_tokens());
+  record.num_prefill_tokens = batch.num_prefill_tokens;
+  record.num_decode_tokens = batch.num_decode_tokens;
+  if (config_.step_observer != nullptr) config_.step_observer->BeforeStep(record);
+  if (model_->samples_on_device()) batch.plan.sampling = RowSamplings(batch);
+  absl::StatusOr<model::StepOutput> output = model_->Run(batch.plan);
+  if (output.ok()) {
+    Postprocess(batch, *output);
+    PublishStats(batch.plan.num_tokens());
+  } else {
+    spdlog::error("engine: model forward failed: {}", std::string(output.status().message()));
+    FailBatch(batch, fmt::format("model forward failed: {}", std::string(output.status().message())));
+    PublishStats(-1);
+  }
+  Emit();
+  if (config_.step_observer != nullptr) {
+    record.end = Clock::now();
+    config_.step_observer->AfterStep(record);
+  }
+}
+
+namespace {
+
+absl::Status CheckStepOutput(const scheduler::ScheduledBatch& batch, const model::StepOutput& out,
+                             int32_t vocab) {
+  const size_t n = batch.seqs.size();
+  if (out.logit_row_begin.size() != n + 1) {
+    return absl::InternalError(fmt::format("step output has {} logit row offsets for {} sequences",
+                                           out.logit_row_begin.size(), n));
+  }
+  bool any_rows = false;
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t rows = out.logit_row_begin[i + 1] - out.logit_row_begin[i];
+    if (rows < 0 || (batch.seqs[i].samples && rows < 1)) {
+      return absl::InternalError(fmt::format("step output has {} logit rows for sequence {} of the plan", rows, i));
+    }
+    any_rows = any_rows || rows > 0;
+  }
+  if (!out.sampled.empty()) {  // sampled on the device: logits only for the rows left to the host
+    if (static_cast<int32_t>(out.sampled.size()) != out.logit_row_begin[n]) {
+      return absl::InternalError(fmt::format("step output has {} sampled rows for {} logit rows", out.sampled.size(),
+                                             out.logit_row_begin[n]));
+    }
+    any_rows = std::any_of(out.sampled.begin(), out.sampled.end(),
+                           [](const model::SampledRow& r) { return r.status != model::SampledRow::kDone; });
+  }
+  if (!any_rows) return absl::OkStatus();
+  const core::Tensor& l = out.logits;
+  if (!l.defined() || l.dtype() != core::DType::kF32 || !l.device().is_cpu() || l.rank() != 2 ||
+      l.dim(1) != vocab || l.dim(0) < out.logit_row_begin[n] || out.logit_row_begin[0] < 0) {
+    return absl::InternalError(fmt::format("step output logits are {} (want f32 [{}, {}] on the cpu)",
+                                           l.defined() ? l.ToString() : "undefined", out.logit_row_begin[n], vocab));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void Engine::Postprocess(const scheduler::ScheduledBatch& batch, const model::StepOutput& output) {
+  if (absl::Status s = CheckStepOutput(batch, output, capacity_.vocab_size); !s.ok()) {
+    FailBatch(batch, std::string(s.message()));
+    return;
+  }
+  scheduler_->CommitStep(batch);
+  const int32_t vocab = capacity_.vocab_size;
+  const Clock::time_point now = Clock::now();
+  struct Ended {
+    RequestId request;
+    int32_t index;
+    FinishReason reason;
+  };
+  std::vector<Ended> finished;
+  std::vector<RequestId> failed;
+
+  // Sample every sequence whose step reached its last token.
+  std::vector<Draw> draws;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const scheduler::ScheduledSeq& s = batch.seqs[i];
+    if (!s.samples) continue;
+    Draw d;
+    d.seq = s.seq;
+    d.state = &seq_states_.at(s.seq->id);
+    const int64_t row = output.logit_row_begin[i + 1] - 1;
+    if (!output.sampled.empty() && output.sampled[static_cast<size_t>(row)].status == model::SampledRow::kDone) {
+      const model::SampledRow& r = output.sampled[static_cast<size_t>(row)];
+      SampledToken t;
+      t.id = r.id;
+      t.logprob = r.logprob;
+      for (const auto& [id, lp] : r.top_logprobs) t.top_logprobs.push_back({id, lp});
+      d.token = std::move(t);
+      d.on_device = true;
+    } else {
+      d.logits = std::span<const float>(output.logits.data<float>() + row * vocab, static_cast<size_t>(vocab));
+    }
+    d.ctx = ContextOf(s);
+    draws.push_back(std::move(d));
+  }
+  SampleAll(draws);
+  for (const Draw& d : draws) {
+    RequestState& req = *d.state->request;
+    if (!d.token.ok() && req.error.empty()) {
+      req.error = fmt::format("sampling failed: {}", std::string(d.token.status().message()));
+      failed.push_back(req.id);
+    }
+  }
+
+  // Append, check stops, queue events.
+  for (Draw& d : draws) {
+    Sequence* seq = d.seq;
+    SeqState& st = *d.state;
+    RequestState& req = *st.request;
+    if (!req.error.empty()) continue;  // ends with kError below
+    absl::StatusOr<SampledToken>& token = d.token;
+    scheduler_->AppendToken(seq, token->id);
+
+    local_.generation_tokens_total++;
+    if (!req.first_token_seen) {
+      req.first_token_seen = true;
+      local_.time_to_first_token_s.Observe(Seconds(now - req.arrival));
+      local_.prompt_tokens_total += static_cast<int64_t>(req.request.prompt_ids.size());
+    }
+    if (st.has_token) local_.time_per_output_token_s.Observe(Seconds(now - st.last_token));
+    st.has_token = true;
+    st.last_token = now;
+
+    TokenEvent event;
+    event.index = seq->sample_index;
+    event.ids = {token->id};
+    if (req.request.sampling.logprobs >= 0) {
+      event.logprobs = {{token->id, token->logprob}};
+      event.top_logprobs = {std::move(token->top_logprobs)};
+    }
+    if (std::binary_search(req.stop_ids.begin(), req.stop_ids.end(), token->id)) {
+      event.finish = FinishReason::kStop;  // stop ids cannot be sampled below min_tokens
+    } else if (seq->num_generated() >= req.request.max_tokens) {
+      event.finish = FinishReason::kLength;
+    }
+    if (event.finish != FinishReason::kNone) finished.push_back({req.id, seq->sample_index, event.finish});
+    pending_events_.push_back({req.sink, std::move(event)});
+  }
+  for (const Ended& e : finished) ReleaseSample(*requests_.at(e.request), e.index, e.reason);
+  for (RequestId id : failed) {
+    auto it = requests_.find(id);
+    if (it != requests_.end() && it->second->num_unfinished > 0) {
+      EndRequest(*it->second, FinishReason::kError, it->second->error);
+    }
+  }
+}
+
+void Engine::SampleAll(std::vector<Draw>& draws) {
+  const auto run = [&](int64_t begin, int64_t end) {
+    std::unique_ptr<Sampler> sampler;
+    {
+      std::lock_guard lock(samplers_mu_);
+      if (!idle_samplers_.empty()) {
+        sampler = std::move(idle_samplers_.back());
+        idle_samplers_.pop_back();
+      }
+    }
+    if (!sampler) sampler = std::make_unique<Sampler>(capacity_.vocab_size);
+    for (int64_t i = begin; i < end; ++i) {
+      Draw& d = draws[static_cast<size_t>(i)];
+      if (!d.on_device) d.token = sampler->Sample(d.logits, d.ctx);
+    }
+    std::lock_guard lock(samplers_mu_);
+    idle_samplers_.push_back(std::move(sampler));
+  };
+  const auto n = static_cast<int64_t>(draws.size());
+  if (n < kParallelSamplingFrom) {
+    run(0, n);
+  } else {
+    // At most kMaxSamplingChunks chunks: each holds a Sampler's vocabulary-sized scratch.
+    core::ThreadPool::Global().ParallelFor(n, (n + kMaxSamplingChunks - 1) / kMaxSamplingChunks, run);
+  }
+}
+
+SamplingContext Engine::ContextOf(const scheduler::ScheduledSeq& s) const {
+  const SeqState& st = seq_states_.at(s.seq->id);
+  const RequestState& req = *st.request;
+  SamplingContext ctx;
+  ctx.params = &req.request.sampling;
+  ctx.prompt = s.seq->prompt();
+  ctx.output = s.seq->output();
+  if (s.seq->num_generated() < req.request.min_tokens) ctx.banned = req.stop_ids;
+  ctx.rng_seed = st.rng_seed;
+  return ctx;
+}
+
+std::vector<model::RowSampling> Engine::RowSamplings(const scheduler::ScheduledBatch& batch) {
+  std::vector<model::RowSampling> rows;
+  for (const scheduler::ScheduledSeq& s : batch.seqs) {
+    if (s.samples) rows.push_back(ToRowSampling(ContextOf(s), &seq_states_.at(s.seq->id).penalty_history));
+  }
+  return rows;
+}
+
+void Engine::FailBatch(const scheduler::ScheduledBatch& batch, const std::string& error) {
+  std::vector<RequestId> ids;
+  for (const auto& s : batch.seqs) ids.push_back(s.seq->request_id);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  for (RequestId id : ids) {
+    auto it = requests_.find(id);
+    if (it != requests_.end() && it->second->num_unfinished > 0) {
+      EndRequest(*it->second, FinishReason::kError, error);
+    }
+  }
+}
+
+void Engine::EndAll(FinishReason reason, const std::string& error) {
+  std::vector<RequestId> ids;
+  for (const auto& [id, req] : requests_) {
+    if (req->num_unfinished > 0) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  for (RequestId id : ids) EndRequest(*requests_.at(id), reason, error);
+}
+
+void Engine::EndRequest(RequestState& req, FinishReason reason, const std::string& error) {
+  for (int32_t index = 0; index < static_cast<int32_t>(req.seqs.size()); ++index) {
+    if (req.seqs[static_cast<size_t>(index)] == 0) continue;
+    TokenEvent event;
+    event.index = index;
+    event.finish = reason;
+    event.error = error;
+    pending_events_.push_back({req.sink, std::move(event)});
+    ReleaseSample(req, index, reason);
+  }
+}
+
+void Engine::ReleaseSample(RequestState& req, int32_t index, FinishReason reason) {
+  SeqId& seq_id = req.seqs[static_cast<size_t>(index)];
+  if (seq_id == 0) return;
+  scheduler_->Free(seq_id);
+  seq_states_.erase(seq_id);
+  seq_id = 0;
+  req.last_reason = reason;
+  if (--req.num_unfinished > 0) return;
+  switch (reason) {
+    case FinishReason::kStop: local_.requests_finished_stop++; break;
+    case FinishReason::kLength: local_.requests_finished_length++; break;
+    case FinishReason::kAbort: local_.requests_finished_abort++; break;
+    case FinishReason::kError:
+    case FinishReason::kNone: local_.requests_finished_error++; break;
+  }
+  if (reason != FinishReason::kError) {
+    local_.e2e_request_latency_s.Observe(Seconds(Clock::now() - req.arrival));
+  }
+  completed_.push_back(req.id);  // forgotten in PublishStats, once no caller holds `req`
+}
+
+void Engine::PublishStats(int64_t step_tokens) {
+  for (RequestId id : completed_) requests_.erase(id);
+  completed_.clear();
+  if (step_tokens >= 0) {
+    local_.steps_total++;
+    local_.iteration_tokens.Observe(static_cast<double>(step_tokens));
+  }
+  int64_t running = 0;
+  for (const auto& [id, req] : requests_) {
+    for (SeqId seq_id : req->seqs) {
+      const Sequence* seq = seq_id ? scheduler_->Find(seq_id) : nullptr;
+      if (seq && seq->status == scheduler::SeqStatus::kRunning) {
+        ++running;
+        break;
+      }
+    }
+  }
+  local_.num_requests_running = running;
+  local_.num_requests_waiting = static_cast<int64_t>(requests_.size()) - running;
+  local_.free_slots = scheduler_->num_free_slots();
+  local_.free_kv_pages = scheduler_->num_free_pages();
+  local_.num_preemptions_total = scheduler_->num_preemptions();
+  std::lock_guard lock(mu_);
+  stats_ = local_;
+  waiting_requests_ = local_.num_requests_waiting;
+}
+
+void Engine::Emit() {
+  std::vector<Pending> events;
+  events.swap(pending_events_);
+  for (Pending& p : events) (*p.sink)(p.event);
+}
+
+}  // namespace sparkserve::engine

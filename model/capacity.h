@@ -1,0 +1,15 @@
+// ModelCapacity: what a model runner can hold, which the scheduler plans against (no tensors).
+#pragma once
+#include <cstdint>
+
+namespace sparkserve::model {
+
+struct ModelCapacity {
+  int32_t num_slots = 0;       // GDN/conv state slots (= max running sequences)
+  int32_t num_kv_pages = 0;    // KV pages in the pool
+  int32_t kv_page_size = 0;    // tokens per page
+  int32_t vocab_size = 0;
+  int32_t max_seq_len = 0;
+};
+
+}  // namespace sparkserve::model

@@ -1,0 +1,56 @@
+// LoadModelRunner: the one place a ModelRunner is made from a model directory and typed options (the
+// CPU reference, or the CUDA runner in CUDA builds), with the model's config. `serve`, `run`,
+// `score`, `bench engine` and the node daemon all come here; the CLI spelling of the options lives
+// in head/cli/runner_flags.h.
+#pragma once
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "model/config.h"
+#include "model/model_runner.h"
+
+namespace sparkserve::model {
+
+enum class Backend { kAuto, kCpu, kCuda };  // kAuto: cuda when this build and machine have a GPU
+enum class KvCacheDtype { kBf16, kFp8 };    // fp8: cuda only (e4m3 with the checkpoint's k/v scales)
+enum class StateDtype { kF32, kBf16 };      // GDN recurrent state between steps; bf16: cuda only
+
+std::string_view BackendName(Backend b);           // "auto" | "cpu" | "cuda"
+std::string_view KvCacheDtypeName(KvCacheDtype d);  // "bf16" | "fp8"
+std::string_view StateDtypeName(StateDtype d);      // "fp32" | "bf16"
+
+struct RunnerOptions {
+  Backend backend = Backend::kCpu;
+  int32_t device = 0;             // cuda:N
+  int32_t max_batch = 8;          // state slots: sequences in flight
+  int32_t max_seq_len = 4096;     // prompt + output per sequence
+  // Tokens of one step (the engine's token budget). 8192 as vLLM on a large GPU: a 4K prompt
+  // prefills in one step, where the GEMMs run near their best rate.
+  int32_t max_step_tokens = 8192;
+  int32_t kv_page_size = 16;
+  bool cuda_graphs = true;
+  // cuda: the fraction of the GPU's memory this process may hold; the KV cache gets what weights,
+  // state and activations leave (never more than max_batch full sequences).
+  double gpu_memory_utilization = 0.9;
+  KvCacheDtype kv_dtype = KvCacheDtype::kBf16;
+  StateDtype state_dtype = StateDtype::kF32;
+  // cuda on Blackwell (sm_120/121): NVFP4 prefill linears as W4A4 on block-scaled FP4 tensor cores
+  // (activations quantised with the checkpoint's input_global_scale); untested on hardware, opt-in.
+  bool w4a4_prefill = false;
+};
+
+struct LoadedRunner {
+  std::unique_ptr<ModelRunner> runner;
+  Qwen35Config config;
+  std::string backend_description;  // "cpu", "cuda: NVIDIA H200 (sm_90)"
+};
+
+// CPU: KV pages cover every slot at max_seq_len. CUDA: sized from device memory. Errors: bad
+// sizes, fp8 KV or a bf16 state on the CPU backend, CUDA unavailable (no driver, no GPU, or a
+// CPU-only build, each said so), a KV cache that cannot hold one max_seq_len sequence (saying what
+// to lower), and the loader's own errors.
+absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& model_dir, const RunnerOptions& options);
+
+}  // namespace sparkserve::model
