@@ -8,7 +8,7 @@
 #include "head/http/sampling_fields.h"
 #include "head/http/tool_choice.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 namespace {
 
@@ -357,4 +357,4 @@ Json CountTokens(const ServingContext& ctx, const HttpRequest& req) {
   return Json{{"input_tokens", chat.prompt_ids.size()}};
 }
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

@@ -8,7 +8,7 @@
 #include "head/http/metrics.h"
 #include "head/http/serving_backend.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 // The chat the template sees for an Anthropic request: system + messages (tool_result blocks
 // become tool messages, tool_use blocks tool_calls, thinking blocks reasoning_content).
@@ -23,4 +23,4 @@ void HandleMessages(const ServingContext& ctx, ServingMetrics* metrics, const Ht
 // /v1/messages/count_tokens: {"input_tokens": N}.
 Json CountTokens(const ServingContext& ctx, const HttpRequest& req);
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

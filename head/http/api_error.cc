@@ -4,7 +4,7 @@
 #include "fmt/format.h"
 #include "head/http/json_io.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 namespace {
 
@@ -93,4 +93,4 @@ void SendOpenAiFailure(ResponseChannel& channel, bool stream, const ApiError& e)
   }
 }
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

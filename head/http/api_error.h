@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "head/http/http_server.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 enum class ApiFlavor { kOpenAi, kAnthropic };
 
@@ -43,4 +43,4 @@ ApiFlavor FlavorOfPath(const std::string& path);
 // InvalidArgument/OutOfRange -> 400, Unavailable -> 503, anything else -> 500.
 ApiError ApiErrorFromStatus(const absl::Status& status);
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

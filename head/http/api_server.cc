@@ -11,7 +11,7 @@
 #include "head/http/sampling_fields.h"
 #include "spdlog/spdlog.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 bool ConstantTimeEquals(const std::string& a, const std::string& b) {
   size_t n = std::max(a.size(), b.size());
@@ -177,4 +177,4 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<ResponseChannel> channel
   }
 }
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

@@ -9,7 +9,7 @@
 #include "head/http/metrics.h"
 #include "head/http/serving_backend.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 class ApiServer {
  public:
@@ -33,4 +33,4 @@ class ApiServer {
 // Compares secrets in time independent of where they differ.
 bool ConstantTimeEquals(const std::string& a, const std::string& b);
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

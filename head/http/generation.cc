@@ -8,7 +8,7 @@
 #include "head/http/sample_text.h"
 #include "spdlog/spdlog.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 using Clock = std::chrono::steady_clock;
 using scheduler::FinishReason;
@@ -251,4 +251,4 @@ void StartGeneration(const ServingContext& ctx, ServingMetrics* metrics,
   run->Start();
 }
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

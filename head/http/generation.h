@@ -15,7 +15,7 @@
 #include "head/http/metrics.h"
 #include "head/http/serving_backend.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 struct ToolCallResult {
   std::string id;         // call_... / toolu_...
@@ -96,4 +96,4 @@ std::string SseEvent(const std::string& name, const Json& j);
 // Seconds since the Unix epoch.
 int64_t UnixNow();
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

@@ -24,7 +24,7 @@
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
@@ -446,4 +446,4 @@ void HttpServer::Stop() {
   threads_.clear();
 }
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

@@ -16,7 +16,7 @@
 #include "boost/asio/any_io_executor.hpp"
 #include "boost/asio/io_context.hpp"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 struct HttpRequest {
   std::string method;                        // "GET", "POST", ...
@@ -108,4 +108,4 @@ class HttpServer {
   bool stopped_ = false;
 };
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

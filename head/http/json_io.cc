@@ -6,7 +6,7 @@
 #include "fmt/format.h"
 #include "head/http/api_error.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 std::string DumpJson(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -96,4 +96,4 @@ std::optional<int64_t> OptIntIn(const Json& obj, const char* key, int64_t lo, in
   return v;
 }
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

@@ -7,7 +7,7 @@
 
 #include "nlohmann/json.hpp"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 using Json = nlohmann::ordered_json;
 
@@ -30,4 +30,4 @@ std::optional<int64_t> OptIntIn(const Json& obj, const char* key, int64_t lo, in
 // A type name for messages ("string", "array", ...).
 const char* JsonTypeName(const Json& j);
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

@@ -5,7 +5,7 @@
 
 #include "fmt/format.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 namespace {
 std::string Num(double v) {
@@ -109,4 +109,4 @@ std::string ServingMetrics::Render(const engine::EngineStats& st) const {
   return out;
 }
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

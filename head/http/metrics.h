@@ -10,7 +10,7 @@
 
 #include "engine/engine_api.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 // Appends `name`_bucket/_count/_sum lines of `h` with `labels` (e.g. model_name="m").
 void RenderHistogram(std::string& out, const engine::Histogram& h, const std::string& name,
@@ -34,4 +34,4 @@ class ServingMetrics {
 // Escapes a Prometheus label value (backslash, double quote, newline).
 std::string EscapeLabelValue(const std::string& v);
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

@@ -3,7 +3,7 @@
 
 #include "spdlog/spdlog.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 namespace {
 
@@ -84,4 +84,4 @@ ToolCallMarkup ToolCallMarkupFor(text::ModelFamily family) {
   }
 }
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

@@ -4,7 +4,7 @@
 #include "text/output/output_parser.h"
 #include "head/http/serving_backend.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 // Parsers of `family`'s markup, configured per request (reasoning start, tools and their schemas).
 PieceParserFactory MakeModelPieceParserFactory(text::ModelFamily family);
@@ -12,4 +12,4 @@ PieceParserFactory MakeModelPieceParserFactory(text::ModelFamily family);
 // The tool-call form `family`'s parser reads (what a forced tool_choice appends).
 ToolCallMarkup ToolCallMarkupFor(text::ModelFamily family);
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

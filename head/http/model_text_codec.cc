@@ -4,7 +4,7 @@
 #include "core/status.h"
 #include "text/tokenizer/incremental_detokenizer.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 namespace {
 class Detokenizer : public IncrementalTextDecoder {
@@ -59,4 +59,4 @@ absl::StatusOr<std::string> ModelTextCodec::RenderChat(const Json& messages, con
   return template_.Render(messages, kwargs, options);
 }
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

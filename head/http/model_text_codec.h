@@ -9,7 +9,7 @@
 #include "head/http/serving_backend.h"
 #include "text/tokenizer/tokenizer.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 class ModelTextCodec : public TextCodec {
  public:
@@ -33,4 +33,4 @@ class ModelTextCodec : public TextCodec {
   text::ChatTemplate template_;
 };
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

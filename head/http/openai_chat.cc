@@ -9,7 +9,7 @@
 #include "head/http/sampling_fields.h"
 #include "head/http/tool_choice.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 double JsonLogprob(float lp) { return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0; }
 
@@ -396,4 +396,4 @@ void HandleChatCompletions(const ServingContext& ctx, ServingMetrics* metrics, c
                   std::move(formatter), std::move(info));
 }
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

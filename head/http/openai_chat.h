@@ -10,7 +10,7 @@
 #include "head/http/metrics.h"
 #include "head/http/serving_backend.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 // OpenAI `messages` as the chat template wants them: text parts joined into a string (image or
 // audio parts: 400), assistant tool-call arguments parsed into objects, roles checked.
@@ -36,4 +36,4 @@ void HandleChatCompletions(const ServingContext& ctx, ServingMetrics* metrics,
 // The OpenAI logprob value for JSON (-inf becomes -9999.0, as vLLM does).
 double JsonLogprob(float lp);
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

@@ -7,7 +7,7 @@
 #include "head/http/openai_chat.h"
 #include "head/http/sampling_fields.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 namespace {
 
@@ -232,4 +232,4 @@ void HandleCompletions(const ServingContext& ctx, ServingMetrics* metrics, const
                   std::move(info));
 }
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

@@ -7,7 +7,7 @@
 #include "head/http/metrics.h"
 #include "head/http/serving_backend.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 // The prompt's token ids: a string (tokenized with special tokens added as the tokenizer does), a
 // list of ids, or a one-element list of either. Several prompts: 400.
@@ -16,4 +16,4 @@ std::vector<int32_t> ReadCompletionPrompt(const ServingContext& ctx, const Json&
 void HandleCompletions(const ServingContext& ctx, ServingMetrics* metrics, const HttpRequest& req,
                        std::shared_ptr<ResponseChannel> channel);
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

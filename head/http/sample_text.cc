@@ -2,7 +2,7 @@
 #include "head/http/sample_text.h"
 
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 namespace {
 text::StopStringMatcher MakeMatcher(std::vector<std::string> stops, bool include) {
@@ -67,4 +67,4 @@ SampleText::Update SampleText::Finish() {
   return out;
 }
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

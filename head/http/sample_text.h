@@ -11,7 +11,7 @@
 #include "head/http/serving_backend.h"
 #include "text/tokenizer/stop_string_matcher.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 class SampleText {
  public:
@@ -47,4 +47,4 @@ class SampleText {
 // Appends `pieces` to `out`, merging neighbours of the same kind (and tool index).
 void AppendPieces(std::vector<OutputPiece>& out, std::vector<OutputPiece> pieces);
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

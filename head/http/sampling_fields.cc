@@ -7,7 +7,7 @@
 #include "fmt/format.h"
 #include "head/http/api_error.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 std::vector<std::string> ReadStopStrings(const Json& body, const char* key) {
   std::vector<std::string> out;
@@ -140,4 +140,4 @@ void CheckModelName(const Json& body, const ServingContext& ctx) {
   }
 }
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

@@ -10,7 +10,7 @@
 #include "head/http/serving_backend.h"
 #include "scheduler/request.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 struct SamplingFields {
   scheduler::SamplingParams sampling;
@@ -46,4 +46,4 @@ scheduler::Request MakeEngineRequest(const SamplingFields& f, std::vector<int32_
 // Checks the model name a request names, if any (404 when it is not the served one).
 void CheckModelName(const Json& body, const ServingContext& ctx);
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

@@ -17,7 +17,7 @@
 #include "head/http/json_io.h"
 #include "scheduler/request.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 // Turns a growing list of generated ids into text pieces that are complete UTF-8.
 class IncrementalTextDecoder {
@@ -112,4 +112,4 @@ struct ServingContext {
   std::atomic<bool>* ready = nullptr;       // /health is 503 until *ready (null: ready)
 };
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

@@ -4,7 +4,7 @@
 #include "fmt/format.h"
 #include "head/http/api_error.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 namespace {
 
@@ -115,4 +115,4 @@ std::string ForceToolCallStart(const ServingContext& ctx, const ToolChoice& choi
   return text;
 }
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

@@ -14,7 +14,7 @@
 #include "head/http/openai_chat.h"
 #include "head/http/serving_backend.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 
 struct ToolChoice {
   enum class Mode { kAuto, kNone, kRequired, kNamed };
@@ -47,4 +47,4 @@ void PrepareForcedToolChoice(const ServingContext& ctx, const ToolChoice& choice
 // prompt (not in the returned text) and `chat.starts_in_reasoning` becomes false.
 std::string ForceToolCallStart(const ServingContext& ctx, const ToolChoice& choice, RenderedChat& chat);
 
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

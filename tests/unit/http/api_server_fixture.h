@@ -13,7 +13,7 @@
 #include "tests/unit/http/fakes.h"
 #include "tests/unit/http/http_test_client.h"
 
-namespace sparkserve::http::testing {
+namespace sparkserve::head::http::testing {
 
 class ApiServerTest : public ::testing::Test {
  protected:
@@ -93,4 +93,4 @@ inline void ExpectAnthropicError(const ClientReply& r, int status, const std::st
   EXPECT_NE(j["error"]["message"].get<std::string>().find(needle), std::string::npos) << r.body;
 }
 
-}  // namespace sparkserve::http::testing
+}  // namespace sparkserve::head::http::testing

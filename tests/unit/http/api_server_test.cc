@@ -2,7 +2,7 @@
 // and a fake engine replaying token ids (reasoning and tool-call flows a random model cannot make).
 #include "tests/unit/http/api_server_fixture.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 namespace {
 
 using testing::ApiServerTest;
@@ -493,4 +493,4 @@ TEST_F(ApiServerTest, MetricsPageAfterRequests) {
 }
 
 }  // namespace
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

@@ -13,7 +13,7 @@
 #include "engine/engine_api.h"
 #include "head/http/serving_backend.h"
 
-namespace sparkserve::http::testing {
+namespace sparkserve::head::http::testing {
 
 // Ids 0..255 are bytes; 256.. are the tokens below (256 "<|im_end|>" is special).
 class FakeCodec : public TextCodec {
@@ -235,4 +235,4 @@ class FakeEngine : public engine::EngineApi {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace sparkserve::http::testing
+}  // namespace sparkserve::head::http::testing

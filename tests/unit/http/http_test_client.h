@@ -10,7 +10,7 @@
 #include "boost/beast/http.hpp"
 #include "head/http/json_io.h"
 
-namespace sparkserve::http::testing {
+namespace sparkserve::head::http::testing {
 
 struct ClientReply {
   int status = 0;
@@ -85,4 +85,4 @@ inline std::vector<SseEvent> ParseSse(const std::string& body) {
   return out;
 }
 
-}  // namespace sparkserve::http::testing
+}  // namespace sparkserve::head::http::testing

@@ -5,7 +5,7 @@
 #include "head/http/sample_text.h"
 #include "tests/unit/http/fakes.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 namespace {
 
 TEST(MetricsTest, HistogramBucketsAreCumulativeWithCountAndSum) {
@@ -106,4 +106,4 @@ TEST(ApiErrorTest, EachApiHasItsOwnShape) {
 }
 
 }  // namespace
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http

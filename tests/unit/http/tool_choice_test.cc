@@ -2,7 +2,7 @@
 // which the output parser reads first (fake engine replaying the rest of the call).
 #include "tests/unit/http/api_server_fixture.h"
 
-namespace sparkserve::http {
+namespace sparkserve::head::http {
 namespace {
 
 using testing::ApiServerTest;
@@ -234,4 +234,4 @@ TEST_F(ApiServerTest, ForcedStartClosesReasoningTheTemplateLeftOpen) {
 }
 
 }  // namespace
-}  // namespace sparkserve::http
+}  // namespace sparkserve::head::http
