@@ -221,10 +221,17 @@ int RunBenchEngine(const BenchEngineArgs& a) {
   const int slack =
       (max_batch * std::max(max_context, 1) + options.max_step_tokens - 1) / options.max_step_tokens + 1;
   options.max_seq_len = std::max(max_context, 1) + decode_steps + slack + 2;
-  auto loaded = model::LoadModelRunner(a.model_dir, options);
+  engine::cluster::ClusterRunner* cluster = nullptr;
+  auto loaded = engine::cluster::LoadRunner(a.model_dir, options, a.cluster, a.collective, &cluster);
   if (!loaded.ok()) {
     spdlog::error("bench engine: loading {}: {}", a.model_dir, std::string(loaded.status().message()));
     return 1;
+  }
+  if (cluster != nullptr) {
+    if (absl::Status st = cluster->WaitUntilServing(std::chrono::minutes(10)); !st.ok()) {
+      spdlog::error("bench engine: {}", std::string(st.message()));
+      return 1;
+    }
   }
   const int vocab = static_cast<int>(loaded->config.vocab_size);
   const std::string backend = loaded->backend_description;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cluster/cluster_setup.h"
 #include "model/runner_factory.h"
 
 namespace sparkserve::bench {
@@ -31,6 +32,9 @@ struct BenchEngineArgs {
   bool enforce_eager = false;
   bool profile = false;    // cuda: per-op GPU time of one more decode step per point
   std::string json_path;   // write results to this file ("-": stdout, and the table to stderr)
+  // Tensor parallelism across machines (no nodes: one machine).
+  engine::cluster::ClusterOptions cluster;
+  engine::cluster::CollectiveKind collective = engine::cluster::CollectiveKind::kGloo;
 };
 
 // Returns the process exit code (0 ok, 1 run failure, 2 bad arguments).

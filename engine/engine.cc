@@ -327,7 +327,8 @@ void Engine::Step() {
     PublishStats(batch.plan.num_tokens());
   } else {
     spdlog::error("engine: model forward failed: {}", std::string(output.status().message()));
-    FailBatch(batch, fmt::format("model forward failed: {}", std::string(output.status().message())));
+    FailBatch(batch, fmt::format("model forward failed: {}", std::string(output.status().message())),
+              absl::IsUnavailable(output.status()));
     PublishStats(-1);
   }
   Emit();
@@ -512,7 +513,7 @@ std::vector<model::RowSampling> Engine::RowSamplings(const scheduler::ScheduledB
   return rows;
 }
 
-void Engine::FailBatch(const scheduler::ScheduledBatch& batch, const std::string& error) {
+void Engine::FailBatch(const scheduler::ScheduledBatch& batch, const std::string& error, bool unavailable) {
   std::vector<RequestId> ids;
   for (const auto& s : batch.seqs) ids.push_back(s.seq->request_id);
   std::sort(ids.begin(), ids.end());
@@ -520,7 +521,7 @@ void Engine::FailBatch(const scheduler::ScheduledBatch& batch, const std::string
   for (RequestId id : ids) {
     auto it = requests_.find(id);
     if (it != requests_.end() && it->second->num_unfinished > 0) {
-      EndRequest(*it->second, FinishReason::kError, error);
+      EndRequest(*it->second, FinishReason::kError, error, unavailable);
     }
   }
 }
@@ -534,13 +535,14 @@ void Engine::EndAll(FinishReason reason, const std::string& error) {
   for (RequestId id : ids) EndRequest(*requests_.at(id), reason, error);
 }
 
-void Engine::EndRequest(RequestState& req, FinishReason reason, const std::string& error) {
+void Engine::EndRequest(RequestState& req, FinishReason reason, const std::string& error, bool unavailable) {
   for (int32_t index = 0; index < static_cast<int32_t>(req.seqs.size()); ++index) {
     if (req.seqs[static_cast<size_t>(index)] == 0) continue;
     TokenEvent event;
     event.index = index;
     event.finish = reason;
     event.error = error;
+    event.unavailable = unavailable;
     pending_events_.push_back({req.sink, std::move(event)});
     ReleaseSample(req, index, reason);
   }

@@ -117,7 +117,8 @@ class Engine : public EngineApi {
   void Step();
   void Postprocess(const scheduler::ScheduledBatch& batch, const model::StepOutput& output);
   // Ends every unfinished sample of `request` with a final event carrying `reason`.
-  void EndRequest(RequestState& request, scheduler::FinishReason reason, const std::string& error);
+  void EndRequest(RequestState& request, scheduler::FinishReason reason, const std::string& error,
+                  bool unavailable = false);
   // Frees a sample's sequence (slot, pages); the request is forgotten at the next PublishStats
   // once all its samples have ended.
   void ReleaseSample(RequestState& request, int32_t index, scheduler::FinishReason reason);
@@ -128,7 +129,7 @@ class Engine : public EngineApi {
   SamplingContext ContextOf(const scheduler::ScheduledSeq& s) const;
   // What a device-sampling runner needs for each sampling seq of `batch`, in plan order.
   std::vector<model::RowSampling> RowSamplings(const scheduler::ScheduledBatch& batch);
-  void FailBatch(const scheduler::ScheduledBatch& batch, const std::string& error);
+  void FailBatch(const scheduler::ScheduledBatch& batch, const std::string& error, bool unavailable = false);
   void EndAll(scheduler::FinishReason reason, const std::string& error);
   void PublishStats(int64_t step_tokens);
   void Emit();

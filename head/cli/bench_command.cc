@@ -10,6 +10,8 @@
 #include "bench/engine_bench.h"
 #include "bench/serve_bench.h"
 #include "head/cli/commands.h"
+#include "head/cli/cluster_flags.h"
+#include "spdlog/spdlog.h"
 #include "head/cli/runner_flags.h"
 
 namespace sparkserve::head {
@@ -95,7 +97,19 @@ void AddBenchEngineSubcommand(CLI::App& bench, int* exit_code) {
                 "cuda: print each op's GPU time in one more decode step per point and in the first step of one "
                 "more prefill per prompt length");
   cmd->add_option("--json", args->json_path, "write the results as JSON to FILE ('-': stdout)");
-  cmd->callback([args, exit_code] { *exit_code = bench::RunBenchEngine(*args); });
+  auto cluster = std::make_shared<ClusterFlags>();
+  AddClusterOptions(cmd, cluster.get());
+  cmd->callback([args, cluster, exit_code] {
+    absl::StatusOr<ResolvedCluster> resolved = ResolveClusterFlags(*cluster, args->runner.backend);
+    if (!resolved.ok()) {
+      spdlog::error("bench engine: {}", std::string(resolved.status().message()));
+      *exit_code = 2;
+      return;
+    }
+    args->cluster = resolved->options;
+    args->collective = resolved->collective;
+    *exit_code = bench::RunBenchEngine(*args);
+  });
 }
 
 }  // namespace

@@ -6,8 +6,10 @@
 #include <optional>
 #include <string>
 
+#include "engine/cluster/cluster_setup.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
+#include "head/cli/cluster_flags.h"
 #include "head/cli/commands.h"
 #include "head/cli/model_command_args.h"
 #include "head/cli/runner_flags.h"
@@ -25,6 +27,7 @@ struct RunArgs {
   bool ignore_eos = false;
   bool json = false;
   model::RunnerOptions runner;  // CPU by default
+  ClusterFlags cluster;
 };
 
 int RunGenerate(const RunArgs& a) {
@@ -42,16 +45,28 @@ int RunGenerate(const RunArgs& a) {
     spdlog::error("run: --max-new and --temperature must be >= 0");
     return 2;
   }
+  absl::StatusOr<ResolvedCluster> cluster_flags = ResolveClusterFlags(a.cluster, a.runner.backend);
+  if (!cluster_flags.ok()) {
+    spdlog::error("run: {}", std::string(cluster_flags.status().message()));
+    return 2;
+  }
   const int64_t max_len = static_cast<int64_t>(ids->size()) + std::max(a.max_new, 1);
   model::RunnerOptions options = a.runner;
   options.max_batch = 1;
   options.max_seq_len = static_cast<int32_t>(max_len);
   options.max_step_tokens = static_cast<int32_t>(max_len);  // the prompt in one step
-  auto loaded = model::LoadModelRunner(a.dir, options);
+  engine::cluster::ClusterRunner* cluster = nullptr;
+  auto loaded = engine::cluster::LoadRunner(a.dir, options, cluster_flags->options, cluster_flags->collective, &cluster);
   if (!loaded.ok()) {
     spdlog::error("run: loading {} (--backend {}): {}", a.dir, model::BackendName(options.backend),
                   std::string(loaded.status().message()));
     return 1;
+  }
+  if (cluster != nullptr) {
+    if (absl::Status st = cluster->WaitUntilServing(std::chrono::minutes(10)); !st.ok()) {
+      spdlog::error("run: {}", std::string(st.message()));
+      return 1;
+    }
   }
   // The serving engine: the same seed gives the same tokens here and through `serve`.
   engine::EngineConfig ec;
@@ -114,6 +129,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--seed", a->seed, "sampling seed (default: random)");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "do not stop on the model's eos ids");
   cmd->add_flag("--json", a->json, "print {\"ids\": [...], \"text\": ...}");
+  AddClusterOptions(cmd, &a->cluster);
   cmd->callback([=] {
     UseStderrLogging(cmd);
     if (a->ids.empty() && a->prompt.empty()) {

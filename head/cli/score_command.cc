@@ -4,6 +4,8 @@
 #include <fstream>
 #include <string>
 
+#include "engine/cluster/cluster_setup.h"
+#include "head/cli/cluster_flags.h"
 #include "head/cli/commands.h"
 #include "head/cli/model_command_args.h"
 #include "nlohmann/json.hpp"
@@ -29,25 +31,45 @@ absl::Status WriteNpyF32(const std::string& path, const float* data, int64_t row
   return absl::OkStatus();
 }
 
-int RunScore(const std::string& dir, const std::string& ids_text, const std::string& text, const std::string& out) {
+int RunScore(const std::string& dir, const std::string& ids_text, const std::string& text, const std::string& out,
+             const ClusterFlags& cluster_flags) {
   auto ids = InputIds(dir, ids_text, text);
   if (!ids.ok()) {
     spdlog::error("score: {}", std::string(ids.status().message()));
     return 2;
   }
+  absl::StatusOr<ResolvedCluster> resolved = ResolveClusterFlags(cluster_flags, model::Backend::kCpu);
+  if (!resolved.ok()) {
+    spdlog::error("score: {}", std::string(resolved.status().message()));
+    return 2;
+  }
   const int64_t T = static_cast<int64_t>(ids->size());
-  auto runner = LoadSingleSequenceModel(dir, T);
-  if (!runner.ok()) {
-    spdlog::error("score: loading {}: {}", dir, std::string(runner.status().message()));
+  // One sequence of T positions on the CPU reference (with --nodes: split across them).
+  model::RunnerOptions options;
+  options.backend = model::Backend::kCpu;
+  options.max_batch = 1;
+  options.max_seq_len = static_cast<int32_t>(std::max<int64_t>(T, 2));
+  options.max_step_tokens = static_cast<int32_t>(T);
+  engine::cluster::ClusterRunner* cluster = nullptr;
+  auto loaded = engine::cluster::LoadRunner(dir, options, resolved->options, resolved->collective, &cluster);
+  if (!loaded.ok()) {
+    spdlog::error("score: loading {}: {}", dir, std::string(loaded.status().message()));
     return 1;
   }
+  if (cluster != nullptr) {
+    if (absl::Status st = cluster->WaitUntilServing(std::chrono::minutes(10)); !st.ok()) {
+      spdlog::error("score: {}", std::string(st.message()));
+      return 1;
+    }
+  }
+  model::ModelRunner* runner = loaded->runner.get();
   model::StepPlan plan;
   model::SeqWork s;
   s.tokens = *ids;
   s.logits = model::LogitsWanted::kAll;
-  for (int32_t p = 0; p < (*runner)->capacity().num_kv_pages; ++p) s.kv_pages.push_back(p);
+  for (int32_t p = 0; p < runner->capacity().num_kv_pages; ++p) s.kv_pages.push_back(p);
   plan.seqs.push_back(std::move(s));
-  auto step = (*runner)->Run(plan);
+  auto step = runner->Run(plan);
   if (!step.ok()) {
     spdlog::error("score: {}", std::string(step.status().message()));
     return 1;
@@ -83,6 +105,8 @@ void AddScoreCommand(CLI::App& app, int* exit_code) {
   auto* text_opt = cmd->add_option("--text", *text, "text, encoded with MODEL_DIR/tokenizer.json");
   ids_opt->excludes(text_opt);
   cmd->add_option("--out", *out, "write float32 [T, vocab] logits to this .npy file (default: JSON on stdout)");
+  auto cluster = std::make_shared<ClusterFlags>();
+  AddClusterOptions(cmd, cluster.get());
   cmd->callback([=] {
     UseStderrLogging(cmd);
     if (ids->empty() && text->empty()) {
@@ -90,7 +114,7 @@ void AddScoreCommand(CLI::App& app, int* exit_code) {
       *exit_code = 2;
       return;
     }
-    *exit_code = RunScore(*dir, *ids, *text, *out);
+    *exit_code = RunScore(*dir, *ids, *text, *out, *cluster);
   });
 }
 

@@ -160,7 +160,7 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
     s.result.stop_string = upd.stop_string;
     s.result.error = ev.error;
     ++done_count_;
-    if (s.result.finish == FinishReason::kError) return Fail(ev.error);
+    if (s.result.finish == FinishReason::kError) return Fail(ev.error, ev.unavailable);
     if (setup_.stream && !client_gone_) formatter_->SampleFinished(ev.index, s.result);
     MaybeCancelAfterStops();
     if (done_count_ == static_cast<int>(samples_.size())) Complete();
@@ -184,15 +184,17 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
     return u;
   }
 
-  void Fail(const std::string& message) {
+  // `unavailable`: the server cannot run it now (a lost tensor-parallel node): 503, retry later.
+  void Fail(const std::string& message, bool unavailable) {
     done_ = true;
     if (!cancelled_) {
       cancelled_ = true;
       ctx_.engine->Cancel(id_);
     }
-    ApiError e{500, fmt::format("generation failed: {}", message), "", 0};
-    if (metrics_) metrics_->CountHttpResponse(setup_.stream ? 200 : 500);
-    Log(setup_.stream ? 200 : 500, "error", message);
+    const int status = unavailable ? 503 : 500;
+    ApiError e{status, fmt::format("generation failed: {}", message), "", unavailable ? 5 : 0};
+    if (metrics_) metrics_->CountHttpResponse(setup_.stream ? 200 : status);
+    Log(setup_.stream ? 200 : status, "error", message);
     formatter_->Failed(e);
   }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cluster/cluster_runner.h"
 #include "engine/engine_api.h"
 
 namespace sparkserve::head::http {
@@ -30,6 +31,10 @@ class ServingMetrics {
   mutable std::mutex mu_;
   std::map<int, uint64_t> http_responses_;
 };
+
+// The tensor-parallel cluster's lines: shard bytes sent to / reused by the nodes (counters), whether
+// the group serves and how many ranks it has (gauges), completed syncs.
+std::string RenderClusterMetrics(const engine::cluster::ClusterStatus& status, const std::string& model_name);
 
 // Escapes a Prometheus label value (backslash, double quote, newline).
 std::string EscapeLabelValue(const std::string& v);

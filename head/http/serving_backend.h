@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/cluster/cluster_runner.h"
 #include "engine/engine_api.h"
 #include "head/http/json_io.h"
 #include "scheduler/request.h"
@@ -110,6 +111,9 @@ struct ServingContext {
   scheduler::SamplingParams default_sampling;  // from generation_config.json
   std::string api_key;                      // empty: no auth
   std::atomic<bool>* ready = nullptr;       // /health is 503 until *ready (null: ready)
+  // Tensor parallelism across machines (null: one machine): while the nodes are not all synced
+  // (start-up, or a node lost and re-syncing), /health is 503 and so are requests for the model.
+  std::function<engine::cluster::ClusterStatus()> cluster;
 };
 
 }  // namespace sparkserve::head::http
