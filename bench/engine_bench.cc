@@ -358,6 +358,15 @@ int RunBenchEngine(const BenchEngineArgs& a) {
   }
   engine.Shutdown();
   PrintTable(out, a, backend, copy_bw, points, prefills);
+  if (cluster != nullptr) {  // the head's own per-step costs of tensor parallelism across machines
+    const engine::cluster::ClusterStatus cs = cluster->status();
+    const double steps = static_cast<double>(std::max<int64_t>(cs.steps_total, 1));
+    std::fprintf(out,
+                 "cluster: %d ranks (%s); %lld steps; per step: control %.1f us (encode the plan + write it to every "
+                 "node), lockstep check %.1f us\n",
+                 cs.world, cs.transport.c_str(), static_cast<long long>(cs.steps_total),
+                 1e6 * cs.control_seconds_total / steps, 1e6 * cs.lockstep_seconds_total / steps);
+  }
   if (!a.json_path.empty()) WriteJson(a, backend, copy_bw, points, prefills);
   return 0;
 }

@@ -29,13 +29,16 @@ c_failed=$(grep -Eo '[0-9]+ tests failed out of' "$BUILD_DIR/ctest.log" | grep -
 if [ "$ctest_rc" != 0 ] && [ "$c_failed" = 0 ]; then c_failed=1; fi
 passed=$((passed + c_total - c_failed)); failed=$((failed + c_failed))
 
-log "pytest"
-set +e
-"$BUILD_DIR/venv/bin/python" -m pytest -q -p no:cacheprovider "$REPO_ROOT/tests/e2e" "$REPO_ROOT/tests/golden" "$REPO_ROOT/tests/layering" \
-  --junitxml="$BUILD_DIR/pytest.xml" 2>&1 | tee "$BUILD_DIR/pytest.log"
-py_rc=${PIPESTATUS[0]}
-set -e
-py_counts=$("$BUILD_DIR/venv/bin/python" - "$BUILD_DIR/pytest.xml" <<'PY'
+# Runs pytest on its arguments (every test bounded by --timeout) and adds its counts to the summary.
+run_pytest() {
+  local xml="$1"; shift
+  set +e
+  "$BUILD_DIR/venv/bin/python" -m pytest -q -p no:cacheprovider --timeout 600 "$@" --junitxml="$xml" 2>&1 \
+    | tee -a "$BUILD_DIR/pytest.log"
+  local rc=${PIPESTATUS[0]}
+  set -e
+  local counts
+  counts=$("$BUILD_DIR/venv/bin/python" - "$xml" <<'PY'
 import sys, xml.etree.ElementTree as ET
 try:
     root = ET.parse(sys.argv[1]).getroot()
@@ -48,10 +51,18 @@ k = sum(int(s.get("skipped", 0)) for s in suites)
 print(t - f - k, f)
 PY
 )
-p_pass=${py_counts% *}; p_fail=${py_counts#* }
-# pytest exit 5 means "no tests collected": not a failure for this summary.
-if [ "$py_rc" != 0 ] && [ "$py_rc" != 5 ] && [ "$p_fail" = 0 ]; then p_fail=1; fi
-passed=$((passed + p_pass)); failed=$((failed + p_fail))
+  local p_pass=${counts% *} p_fail=${counts#* }
+  # pytest exit 5 means "no tests collected": not a failure for this summary.
+  if [ "$rc" != 0 ] && [ "$rc" != 5 ] && [ "$p_fail" = 0 ]; then p_fail=1; fi
+  passed=$((passed + p_pass)); failed=$((failed + p_fail))
+}
+
+log "pytest"
+: > "$BUILD_DIR/pytest.log"
+run_pytest "$BUILD_DIR/pytest.xml" "$REPO_ROOT/tests/e2e" "$REPO_ROOT/tests/golden" "$REPO_ROOT/tests/layering"
+log "pytest: the OpenAI and Anthropic suites against a tensor-parallel server (this head + 1 sparkserve-node)"
+SPARKSERVE_E2E_NODES=1 run_pytest "$BUILD_DIR/pytest-tp2.xml" "$REPO_ROOT/tests/e2e/test_http_openai.py" \
+  "$REPO_ROOT/tests/e2e/test_http_anthropic.py"
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -17,6 +17,6 @@ inline constexpr uint64_t kShardChunkBytes = 4 << 20;
 // stream; an authenticated session that never attaches expires after it too).
 inline constexpr int kSessionKeepaliveMs = 1000;
 inline constexpr int kSessionKeepaliveTimeoutMs = 2000;
-inline constexpr int kUnattachedSessionMs = 5000;
+inline constexpr int kUnattachedSessionMs = 4000;
 
 }  // namespace sparkserve::proto

@@ -101,16 +101,23 @@ absl::StatusOr<model::StepOutput> ClusterRunner::Run(const model::StepPlan& plan
       return absl::UnavailableError(fmt::format("the tensor-parallel group is not serving: {}", detail_));
     }
   }
+  const auto t0 = Clock::now();
   const std::string bytes = proto::EncodeStepPlan(plan);
   const uint64_t index = step_index_++;
   for (auto& link : links_) {
     if (absl::Status st = link->SendStep(index, bytes); !st.ok()) return FailStep(index, std::string(st.message()));
   }
+  const auto t1 = Clock::now();
   absl::StatusOr<model::StepOutput> out = local_->Run(plan);
   if (!out.ok()) return FailStep(index, fmt::format("on the head: {}", std::string(out.status().message())));
+  const auto t2 = Clock::now();
   if (absl::Status st = proto::CheckLockstep(*group_, index, proto::StepDigest(index, bytes, *out)); !st.ok()) {
     return FailStep(index, std::string(st.message()));
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  ++steps_;
+  control_s_ += std::chrono::duration<double>(t1 - t0).count();
+  lockstep_s_ += std::chrono::duration<double>(Clock::now() - t2).count();
   return out;
 }
 
@@ -334,6 +341,9 @@ ClusterStatus ClusterRunner::status() const {
   s.shard_bytes_sent_total = bytes_sent_.load();
   s.shard_bytes_reused_total = bytes_reused_.load();
   s.syncs_total = syncs_;
+  s.steps_total = steps_;
+  s.control_seconds_total = control_s_;
+  s.lockstep_seconds_total = lockstep_s_;
   return s;
 }
 

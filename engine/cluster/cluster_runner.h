@@ -45,6 +45,11 @@ struct ClusterStatus {
   uint64_t shard_bytes_sent_total = 0;    // tensor bytes shipped to nodes
   uint64_t shard_bytes_reused_total = 0;  // tensor bytes the nodes already had
   int64_t syncs_total = 0;                // completed syncs (start-up, then one per recovery)
+  // Per-step costs on the head (steps that ran on every rank): encoding the plan and writing it to
+  // every node's stream, and the lockstep check (digest + one small all-reduce).
+  int64_t steps_total = 0;
+  double control_seconds_total = 0;
+  double lockstep_seconds_total = 0;
 };
 
 // Rank r's shard for the nodes: its tensors, config.json and calibration.
@@ -116,6 +121,8 @@ class ClusterRunner : public model::ModelRunner {
   std::string transport_;
   int64_t syncs_ = 0;
   std::atomic<uint64_t> bytes_sent_{0}, bytes_reused_{0};
+  int64_t steps_ = 0;                     // guarded by mu_, as the two below
+  double control_s_ = 0, lockstep_s_ = 0;
 
   std::mutex manifests_mu_;
   std::map<int32_t, proto::ShardOffer> manifests_;

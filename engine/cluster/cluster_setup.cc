@@ -1,6 +1,7 @@
 // LoadRunner (see cluster_setup.h).
 #include "engine/cluster/cluster_setup.h"
 
+#include "core/device.h"
 #include "core/status.h"
 #include "engine/cluster/shard_source.h"
 #include "fmt/format.h"
@@ -48,6 +49,11 @@ absl::StatusOr<model::LoadedRunner> LoadRunner(const std::string& model_dir, con
         "gloo");
   }
   const int32_t world = static_cast<int32_t>(cluster_options.nodes.size()) + 1;
+  model::RunnerOptions resolved = options;
+  if (resolved.backend == model::Backend::kAuto) {  // as the runner factory: the GPU when there is one
+    absl::StatusOr<std::vector<core::CudaDeviceInfo>> gpus = core::ListCudaDevices();
+    resolved.backend = gpus.ok() && !gpus->empty() ? model::Backend::kCuda : model::Backend::kCpu;
+  }
   ASSIGN_OR_RETURN(model::Qwen35Config config, model::LoadQwen35Config(model_dir));
   if (absl::StatusOr<model::ShardPlan> plan = model::ShardPlan::Make(0, world, config); !plan.ok()) {
     return absl::InvalidArgumentError(fmt::format("{} ranks (the head + {} node(s)) cannot split {}: {}", world,
@@ -55,10 +61,10 @@ absl::StatusOr<model::LoadedRunner> LoadRunner(const std::string& model_dir, con
                                                   std::string(plan.status().message())));
   }
   auto group = std::make_unique<core::ReplaceableCollective>(0, world);
-  ASSIGN_OR_RETURN(std::unique_ptr<model::ModelRunner> local, LoadRankZero(model_dir, options, group.get()));
+  ASSIGN_OR_RETURN(std::unique_ptr<model::ModelRunner> local, LoadRankZero(model_dir, resolved, group.get()));
   ASSIGN_OR_RETURN(std::unique_ptr<WholeCheckpointSource> source, WholeCheckpointSource::Open(model_dir));
   ASSIGN_OR_RETURN(std::unique_ptr<ClusterRunner> runner,
-                   ClusterRunner::Create(std::move(group), std::move(local), options, std::move(source),
+                   ClusterRunner::Create(std::move(group), std::move(local), resolved, std::move(source),
                                          cluster_options));
   model::LoadedRunner out;
   out.config = config;
