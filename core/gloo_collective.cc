@@ -2,7 +2,10 @@
 // host-staged device path (see gloo_collective.h).
 #include "core/gloo_collective.h"
 
+#include <signal.h>
+
 #include <exception>
+#include <mutex>
 
 #include "core/status.h"
 #include "fmt/format.h"
@@ -48,6 +51,17 @@ class StoreAdapter : public gloo::rendezvous::Store {
   std::chrono::milliseconds timeout_;
 };
 
+// Gloo's TCP transport writes to its sockets without MSG_NOSIGNAL: a write to a peer that just died
+// would raise SIGPIPE and kill this process (the head must outlive its nodes, a node its head).
+// Write errors come back as EPIPE instead, which Gloo reports as an operation failure.
+void IgnoreSigpipe() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current {};
+    if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
+  });
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GlooCollective>> GlooCollective::Create(const GlooOptions& options,
@@ -60,6 +74,7 @@ absl::StatusOr<std::unique_ptr<GlooCollective>> GlooCollective::Create(const Glo
         "gloo: '{}' is not an address the other ranks can connect to; give one of this machine's addresses",
         options.host));
   }
+  IgnoreSigpipe();
   const std::chrono::milliseconds connect_timeout = std::max(options.timeout, options.connect_timeout);
   try {
     gloo::transport::tcp::attr attr;

@@ -4,6 +4,8 @@
 // RendezvousStore; every operation has a deadline, so a dead or hung peer fails it (Unavailable)
 // within the timeout instead of hanging, and the group is then spent: every later operation fails
 // at once until a new group is built. Sums are Gloo's ring all-reduce: the same bits on every rank.
+// Joining a group sets SIGPIPE to ignored when it is at its default (a dead peer's socket must
+// fail a write, not kill the process).
 #pragma once
 #include <chrono>
 #include <cstdint>

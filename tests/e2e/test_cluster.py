@@ -7,7 +7,8 @@
 - a wrong token is refused with a message on both sides;
 - SIGKILL of a node mid-stream ends the streams with errors within 5 s (OpenAI and Anthropic), the
   head stays up with /health 503 and new requests 503 + Retry-After, and it serves again by itself once
-  the node is back; a head killed mid-stream leaves the node ready for a new head;
+  the node is back; a hung node (SIGSTOP) fails the stream within 5 s too and is re-synced once it
+  wakes; a head killed mid-stream leaves the node ready for a new head;
 - cluster-check prints its table and says the figures are Gloo over TCP on loopback.
 """
 import json
@@ -232,6 +233,40 @@ def test_sigkill_of_a_node_mid_stream_errors_within_5s_and_the_head_recovers(wor
         assert r.status_code == 200, r.text
         assert metric(s.url, "sparkserve:cluster_syncs_total") == 2
     finally:
+        if s is not None:
+            s.stop()
+        node.stop()
+
+
+@pytest.mark.timeout(120)
+def test_a_hung_node_fails_the_stream_within_5s_and_is_resynced_when_it_wakes(work, token_file, model_dir):
+    node = Node(work, "sleeper", token_file=token_file)
+    s = None
+    try:
+        s = start_server(model_dir, [node], token_file, max_seq_len=4096)
+        headers = {"Authorization": f"Bearer {API_KEY}"}
+        started, result = threading.Event(), {}
+        body = {"model": MODEL_NAME, "prompt": "hello", "max_tokens": 4000, "stream": True, "ignore_eos": True}
+        t = threading.Thread(target=stream_until_end, args=(s.url, "/v1/completions", body, headers, started, result))
+        t.start()
+        assert started.wait(30)
+        hung_at = time.time()
+        node.proc.send_signal(signal.SIGSTOP)  # alive, holding its sockets, answering nothing
+        t.join(30)
+        assert result["ended"] - hung_at < 5.0, result["ended"] - hung_at
+        assert any('"error"' in e for e in result["events"]), result["events"][-3:]
+        assert httpx.get(s.url + "/health").status_code == 503
+        node.proc.send_signal(signal.SIGCONT)
+        woke = time.time()
+        while httpx.get(s.url + "/health").status_code != 200:
+            assert time.time() - woke < 30, (httpx.get(s.url + "/health").text, node.text())
+            time.sleep(0.1)
+        r = httpx.post(s.url + "/v1/completions", json={"model": MODEL_NAME, "prompt": "hi", "max_tokens": 4},
+                       headers=headers, timeout=30)
+        assert r.status_code == 200, r.text
+    finally:
+        if node.proc.poll() is None:
+            node.proc.send_signal(signal.SIGCONT)
         if s is not None:
             s.stop()
         node.stop()

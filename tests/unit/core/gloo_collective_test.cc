@@ -200,10 +200,60 @@ TEST(GlooCollective, KilledPeerProcessFailsTheOperationAtOnce) {
   EXPECT_EQ(data[0], 3.0f);
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
+  // 16 MB to the dead peer: writes past the first hit a reset socket (SIGPIPE would kill this
+  // process; the collective ignores it, so the write fails and so does the operation).
+  std::vector<float> big((16 << 20) / sizeof(float), 1.0f);
   const auto t0 = Clock::now();
-  absl::Status st = (*c)->AllReduceSum(data);
+  absl::Status st = (*c)->AllReduceSum(big);
   EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
   EXPECT_LT(Since(t0), 2.0);
+}
+
+// A peer stopped in the middle of a big all-reduce (SIGSTOP) wakes up after the others closed the
+// group: its pending writes hit closed sockets, and its operation must fail with an error, not
+// kill it with SIGPIPE.
+TEST(GlooCollective, APeerThatWakesAfterTheGroupClosedGetsAnErrorNotSigpipe) {
+  for (int round = 0; round < 3; ++round) {
+    test_support::TempDir dir("gloo_stop");
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      DirectoryStore store(dir.path());
+      GlooOptions o;
+      o.rank = 1;
+      o.world = 2;
+      o.timeout = milliseconds(20000);
+      auto c = GlooCollective::Create(o, store);
+      if (!c.ok()) _exit(3);
+      std::vector<float> big((16 << 20) / sizeof(float), 1.0f);
+      while ((*c)->AllReduceSum(big).ok()) {
+      }
+      _exit(7);  // the operation failed: what must happen
+    }
+    {
+      DirectoryStore store(dir.path());
+      GlooOptions o;
+      o.rank = 0;
+      o.world = 2;
+      o.timeout = milliseconds(300);
+      absl::StatusOr<std::unique_ptr<GlooCollective>> c = GlooCollective::Create(o, store);
+      ASSERT_TRUE(c.ok()) << c.status();
+      std::vector<float> big((16 << 20) / sizeof(float), 1.0f);
+      ASSERT_TRUE((*c)->AllReduceSum(big).ok());
+      std::thread stopper([child] {
+        std::this_thread::sleep_for(milliseconds(3));
+        kill(child, SIGSTOP);
+      });
+      while ((*c)->AllReduceSum(big).ok()) {
+      }
+      stopper.join();
+    }  // the group closes its sockets
+    kill(child, SIGCONT);
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_FALSE(WIFSIGNALED(status)) << "round " << round << ": the peer died of signal " << WTERMSIG(status);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 7) << "round " << round;
+  }
 }
 
 TEST(ReplaceableCollective, ForwardsToItsBackendAndFailsWithoutOne) {
