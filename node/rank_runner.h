@@ -1,6 +1,7 @@
-// BuildRankRunner: a node's model runner for its rank, from the shard the head shipped (tensors by
-// name + config.json's text) and the runner options the head resolved, over the node's collective.
-// The node never reads a model directory.
+// BuildRankRunner: a node's model runner for its rank, from the shard the head shipped (the rank's
+// tensors by name, as model/shard_cuts.h cut them on the packed layout, + config.json's text) and
+// the runner options the head resolved, over the node's collective. The node never reads a model
+// directory.
 #pragma once
 #include <cstdint>
 #include <string>

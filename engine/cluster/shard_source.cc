@@ -1,33 +1,38 @@
-// WholeCheckpointSource (see shard_source.h).
+// CheckpointShards (see shard_source.h).
 #include "engine/cluster/shard_source.h"
 
 #include <fstream>
 #include <sstream>
 
+#include "core/status.h"
 #include "fmt/format.h"
+#include "model/shard_cuts.h"
+#include "model/shard_plan.h"
 
 namespace sparkserve::engine::cluster {
 
-absl::StatusOr<std::unique_ptr<WholeCheckpointSource>> WholeCheckpointSource::Open(const std::string& model_dir) {
+absl::StatusOr<std::unique_ptr<CheckpointShards>> CheckpointShards::Open(const std::string& model_dir) {
   std::ifstream in(std::filesystem::path(model_dir) / "config.json", std::ios::binary);
   if (!in) return absl::NotFoundError(fmt::format("{}: no config.json", model_dir));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  absl::StatusOr<quant::SafetensorsCheckpoint> files = quant::SafetensorsCheckpoint::Open(model_dir);
-  if (!files.ok()) return files.status();
-  return std::unique_ptr<WholeCheckpointSource>(new WholeCheckpointSource(ss.str(), *std::move(files)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  ASSIGN_OR_RETURN(model::Qwen35Config config, model::LoadQwen35Config(model_dir));
+  ASSIGN_OR_RETURN(quant::Checkpoint full, quant::Checkpoint::Open(model_dir));
+  return std::unique_ptr<CheckpointShards>(new CheckpointShards(text.str(), std::move(config), std::move(full)));
 }
 
-absl::StatusOr<proto::RankShard> WholeCheckpointSource::Shard(int32_t rank, int32_t world) {
+absl::StatusOr<quant::Checkpoint> CheckpointShards::Cut(int32_t rank, int32_t world) const {
+  ASSIGN_OR_RETURN(model::ShardPlan plan, model::ShardPlan::Make(rank, world, config_));
+  return model::CutShard(full_, config_, plan);
+}
+
+absl::StatusOr<proto::RankShard> CheckpointShards::Shard(int32_t rank, int32_t world) {
+  ASSIGN_OR_RETURN(quant::Checkpoint cut, Cut(rank, world));
   proto::RankShard s;
   s.rank = rank;
   s.world = world;
   s.config_json = config_json_;
-  for (const std::string& name : files_.Names()) {
-    absl::StatusOr<core::Tensor> t = files_.Get(name);
-    if (!t.ok()) return t.status();
-    s.tensors.push_back({name, *std::move(t)});
-  }
+  for (const auto& [name, tensor] : cut.tensors()) s.tensors.push_back({name, tensor});
   return s;
 }
 

@@ -70,17 +70,18 @@ def test_score_on_two_and_four_ranks_equals_one(work, token_file):
             assert rel_err(many, one) <= 1e-5, (fixture, n + 1)
 
 
-@pytest.fixture(scope="module")
-def demo_model(tmp_path_factory):
-    d = tmp_path_factory.mktemp("demo") / "tiny"
-    r = subprocess.run([SPARKSERVE, "demo-model", str(d), "--shape", "tiny", "--quiet"], capture_output=True,
-                       text=True, timeout=120)
+@pytest.fixture(scope="module", params=["bf16", "nvfp4-mixed"])
+def demo_model(request, tmp_path_factory):
+    d = tmp_path_factory.mktemp("demo") / f"tiny-{request.param}"
+    r = subprocess.run([SPARKSERVE, "demo-model", str(d), "--shape", "tiny", "--recipe", request.param, "--quiet"],
+                       capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     return d
 
 
 @pytest.mark.timeout(120)
 def test_demo_model_greedy_run_and_logits_equal_one_rank(work, token_file, demo_model):
+    """The node gets its cut of the packed checkpoint (NVFP4 codes and scales for nvfp4-mixed)."""
     ids = [5, 6, 7, 8, 9, 10, 11, 12]
     base = run("run", demo_model, "--ids", ",".join(map(str, ids)), "--max-new", "16", "--ignore-eos", "--json")
     assert base.returncode == 0, base.stderr
