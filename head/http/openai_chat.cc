@@ -149,7 +149,9 @@ void ApplyReasoningEffort(const Json& body, Json& template_kwargs) {
   auto it = body.find("reasoning_effort");
   if (it == body.end() || it->is_null()) return;
   static constexpr std::string_view kLevels[] = {"none", "minimal", "low", "medium", "high", "xhigh", "max"};
-  if (!it->is_string() || std::find(std::begin(kLevels), std::end(kLevels), it->get<std::string>()) == std::end(kLevels)) {
+  const bool known = it->is_string() &&
+                     std::find(std::begin(kLevels), std::end(kLevels), it->get<std::string>()) != std::end(kLevels);
+  if (!known) {
     throw RequestError(400, "'reasoning_effort' must be one of none, minimal, low, medium, high, xhigh, max",
                        "reasoning_effort");
   }

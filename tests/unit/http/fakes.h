@@ -113,8 +113,9 @@ class FakeCodec : public TextCodec {
   mutable Json last_messages, last_tools, last_kwargs;
 };
 
-// Replays `outputs[i]` (text, encoded with FakeCodec; per prompt when set so) as sample i's tokens, one id per event, each
-// `delay` apart, ending with `finish` (or kLength at max_tokens). Cancel ends with kAbort.
+// Replays `outputs[i]` (text, encoded with FakeCodec; per prompt when set so) as sample i's tokens,
+// one id per event, each `delay` apart, ending with `finish` (or kLength at max_tokens). Cancel ends
+// with kAbort.
 class FakeEngine : public head::EngineApi {
  public:
   explicit FakeEngine(const FakeCodec* codec) : codec_(codec) {}
