@@ -139,10 +139,10 @@ Json AnthropicTemplateKwargs(const Json& body) {
       throw RequestError(400, "thinking: must be {\"type\": \"enabled\", ...} or {\"type\": \"disabled\"}", "thinking");
     }
     std::string type = (*t)["type"].get<std::string>();
-    if (type != "enabled" && type != "disabled") {
+    if (type != "enabled" && type != "adaptive" && type != "disabled") {
       throw RequestError(400, fmt::format("thinking.type: unexpected value '{}'", type), "thinking");
     }
-    thinking = type == "enabled";
+    thinking = type != "disabled";  // adaptive: the model decides how much; Qwen thinks when allowed
   }
   return Json{{"enable_thinking", thinking}};
 }
