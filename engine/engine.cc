@@ -338,6 +338,7 @@ void Engine::Step() {
     PublishStats(-1);
   }
   Emit();
+  if (!batch.plan.masks.words.empty()) mask_words_ = std::move(batch.plan.masks.words);
   if (config_.step_observer != nullptr) {
     record.end = Clock::now();
     config_.step_observer->AfterStep(record);
@@ -443,8 +444,11 @@ void Engine::Postprocess(const scheduler::ScheduledBatch& batch, const model::St
     RequestState& req = *st.request;
     if (!req.error.empty()) continue;  // ends with kError below
     absl::StatusOr<SampledToken>& token = d.token;
-    const bool stop_token = std::binary_search(req.stop_ids.begin(), req.stop_ids.end(), token->id);
-    if (st.matcher && !stop_token && !st.matcher->Accept(token->id)) {
+    bool stop_token = std::binary_search(req.stop_ids.begin(), req.stop_ids.end(), token->id);
+    // A constrained output takes text tokens, stop ids with text included (they end it only where it
+    // may end); a stop id without text was only allowed where the output can end.
+    const bool as_text = st.matcher && (!stop_token || (st.matcher->active() && st.matcher->IsText(token->id)));
+    if (as_text && !st.matcher->Accept(token->id)) {
       // The mask allowed it, so this is a bug: end the request rather than emit what breaks the format.
       req.error = fmt::format("internal error: token {} was sampled but the output constraint does not allow it",
                               token->id);
@@ -470,6 +474,7 @@ void Engine::Postprocess(const scheduler::ScheduledBatch& batch, const model::St
       event.logprobs = {{token->id, token->logprob}};
       event.top_logprobs = {std::move(token->top_logprobs)};
     }
+    if (stop_token && as_text && !st.matcher->CanEnd()) stop_token = false;  // text the output goes on from
     if (stop_token) {
       event.finish = FinishReason::kStop;  // stop ids cannot be sampled below min_tokens
     } else if (st.matcher && st.matcher->IsTerminated()) {
@@ -550,7 +555,8 @@ void Engine::StartMasks(scheduler::ScheduledBatch& batch) {
   }
   if (constrained == 0) return;
   masks.words_per_row = static_cast<int32_t>(W);
-  masks.words.assign(constrained * W, 0u);
+  masks.words = std::move(mask_words_);  // last step's storage: no allocation; FillMask writes every word
+  masks.words.resize(constrained * W);
   size_t row = 0;
   for (const scheduler::ScheduledSeq& s : batch.seqs) {
     if (!s.samples) continue;

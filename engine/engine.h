@@ -155,6 +155,7 @@ class Engine : public EngineApi {
   std::vector<scheduler::RequestId> completed_;  // every sample ended; erased in PublishStats
   MaskFiller mask_filler_;
   std::vector<int32_t> step_mask_rows_;  // per sampled row of the step: its mask row, or -1
+  std::vector<uint32_t> mask_words_;      // token-mask storage, lent to each step's plan
   double mask_wait_seconds_ = 0.0;        // time steps waited for masks after queueing the forward
   EngineStats local_;                             // published to stats_ after each step
   int64_t step_index_ = 0;

@@ -13,6 +13,10 @@ class GrammarConstraintMatcher : public scheduler::ConstraintMatcher {
   bool active() const override { return m_.active(); }
   void FillMask(std::span<uint32_t> words) override { m_.FillMask(words); }
   bool CanEnd() const override { return m_.CanEnd(); }
+  bool IsText(int32_t token) const override {
+    const auto& v = m_.grammar().vocab();
+    return token >= 0 && token < v.vocab_size() && !v.bytes(token).empty();
+  }
   bool IsTerminated() const override { return m_.IsTerminated(); }
   bool Accept(int32_t token) override { return m_.AcceptToken(token); }
   int32_t num_tokens() const override { return m_.num_tokens(); }

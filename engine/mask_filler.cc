@@ -5,7 +5,7 @@
 
 namespace sparkserve::engine {
 
-MaskFiller::MaskFiller() : thread_(&MaskFiller::Loop, this) {}
+MaskFiller::MaskFiller() { thread_ = std::thread(&MaskFiller::Loop, this); }
 
 MaskFiller::~MaskFiller() {
   {
@@ -66,9 +66,11 @@ void MaskFiller::Fill() {
     for (int64_t i = begin; i < end; ++i) {
       Row& r = rows_[static_cast<size_t>(i)];
       r.matcher->FillMask(r.words);
-      if (r.matcher->CanEnd()) {
+      if (r.matcher->CanEnd()) {  // stop ids with text are the grammar's to allow, as text
         for (const int32_t id : r.stop_ids) {
-          if (id >= 0 && static_cast<size_t>(id >> 5) < r.words.size()) r.words[static_cast<size_t>(id) >> 5] |= 1u << (id & 31);
+          if (id >= 0 && static_cast<size_t>(id >> 5) < r.words.size() && !r.matcher->IsText(id)) {
+            r.words[static_cast<size_t>(id) >> 5] |= 1u << (id & 31);
+          }
         }
       }
     }

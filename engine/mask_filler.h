@@ -20,7 +20,7 @@ class MaskFiller {
   struct Row {
     scheduler::ConstraintMatcher* matcher = nullptr;
     std::span<uint32_t> words;         // the row's mask, filled here
-    std::span<const int32_t> stop_ids; // set too when the matcher can end
+    std::span<const int32_t> stop_ids; // set too when the matcher can end (those without text)
   };
 
   MaskFiller();
@@ -40,13 +40,13 @@ class MaskFiller {
   void Loop();
   void Fill();
 
-  std::thread thread_;
   mutable std::mutex mu_;
   std::condition_variable wake_, done_;
   std::vector<Row> rows_;
   bool pending_ = false;   // a job is started and not finished
   bool stop_ = false;
   double last_seconds_ = 0.0, total_seconds_ = 0.0;
+  std::thread thread_;  // last: started once everything it uses is constructed
 };
 
 }  // namespace sparkserve::engine

@@ -17,10 +17,14 @@ class ConstraintMatcher {
   // Whether the constraint governs the next token (false while a reasoning section is open).
   virtual bool active() const = 0;
   // The tokens allowed next: bit v % 32 of words[v / 32] (words: (vocab + 31) / 32 entries). Stop
-  // tokens are not among them: the caller allows its stop ids when CanEnd().
+  // tokens without text are not among them: the caller allows those when CanEnd().
   virtual void FillMask(std::span<uint32_t> words) = 0;
   // The output so far is complete: it may stop here.
   virtual bool CanEnd() const = 0;
+  // Whether `token` is text to the constraint (false for special tokens such as the usual end of
+  // text). A stop id that is text stays text: allowed where its text is, ending the output only
+  // where the constraint can end.
+  virtual bool IsText(int32_t token) const = 0;
   // Complete, and nothing may follow: the sample ends now.
   virtual bool IsTerminated() const = 0;
   // Advances over a sampled (or draft) token; false when the constraint does not allow it here

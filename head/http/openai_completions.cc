@@ -6,6 +6,7 @@
 #include "head/http/generation.h"
 #include "head/http/openai_chat.h"
 #include "head/http/sampling_fields.h"
+#include "head/http/structured_output.h"
 
 namespace sparkserve::head::http {
 
@@ -220,6 +221,7 @@ void HandleCompletions(const ServingContext& ctx, ServingMetrics* metrics, const
 
   GenerationSetup setup;
   setup.request = MakeEngineRequest(fields, std::move(ids), max_tokens);
+  setup.request.constraint = ReadOutputConstraint(ctx, body, /*starts_in_reasoning=*/false);
   setup.stop_strings = fields.stop_strings;
   setup.include_stop_str_in_output = fields.include_stop_str_in_output;
   setup.skip_special_tokens = fields.skip_special_tokens;

@@ -140,7 +140,74 @@ absl::StatusOr<ExprPtr> JsonArguments(Grammar& g, const Json& schema, const std:
   return AddJsonSchema(g, schema, prefix);
 }
 
+// Per function: the part of a call after "<tool_call>\n" up to its close. Strict tools must
+// convert; others fall back to free-form arguments.
+absl::StatusOr<ExprPtr> CallBodies(Grammar& g, ToolCallFormat format, const std::vector<ToolSpec>& tools) {
+  const bool xml = format == ToolCallFormat::kQwenXml;
+  std::vector<ExprPtr> calls;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const ToolSpec& t = tools[i];
+    const std::string prefix = fmt::format("tool{}-", i);
+    absl::StatusOr<ExprPtr> args = xml ? XmlParameters(g, t.parameters, prefix) : JsonArguments(g, t.parameters, prefix);
+    if (!args.ok()) {
+      if (t.strict) {
+        return absl::InvalidArgumentError(fmt::format("tool '{}' (strict): {}", t.name, std::string(args.status().message())));
+      }
+      args = xml ? LooseXmlParameters() : AddJsonSchema(g, Json{{"type", "object"}}, prefix + "any-");
+      if (!args.ok()) return args.status();
+    }
+    calls.push_back(xml ? Seq({Literal(fmt::format("<function={}>\n", t.name)), *args})
+                        : Seq({Literal(fmt::format("{{\"name\": {}, \"arguments\": ", Json(t.name).dump())), *args}));
+  }
+  if (calls.empty()) return absl::InvalidArgumentError("no tools to call");
+  return Seq({Choice(std::move(calls)), Literal(xml ? "</function>\n</tool_call>" : "}\n</tool_call>")});
+}
+
 }  // namespace
+
+ExprPtr TextWithout(Grammar& g, std::string_view marker, std::string_view prefix) {
+  const size_t m = marker.size();
+  std::vector<size_t> failure(m, 0);
+  for (size_t i = 1, k = 0; i < m; ++i) {
+    while (k > 0 && marker[i] != marker[k]) k = failure[k - 1];
+    if (marker[i] == marker[k]) ++k;
+    failure[i] = k;
+  }
+  auto next = [&](size_t k, char c) {  // matched prefix length after reading c
+    while (k > 0 && marker[k] != c) k = failure[k - 1];
+    return marker[k] == c ? k + 1 : 0;
+  };
+  std::vector<int32_t> rules(m);
+  for (size_t k = 0; k < m; ++k) rules[k] = g.AddUniqueRule(fmt::format("{}text-{}", prefix, k));
+  std::vector<CodepointRange> marker_chars;
+  for (unsigned char c : marker) marker_chars.push_back({c, c});
+  for (size_t k = 0; k < m; ++k) {
+    std::vector<ExprPtr> alts{Empty()};
+    std::vector<bool> done(256, false);
+    for (unsigned char c : marker) {
+      if (done[c]) continue;
+      done[c] = true;
+      const size_t to = next(k, static_cast<char>(c));
+      if (to < m) alts.push_back(Seq({Literal(std::string(1, static_cast<char>(c))), RuleRef(rules[to])}));
+    }
+    alts.push_back(Seq({CharSet(marker_chars, /*negate=*/true), RuleRef(rules[0])}));
+    g.SetBody(rules[k], Choice(std::move(alts)));
+  }
+  return RuleRef(rules[0]);
+}
+
+absl::StatusOr<Grammar> AutoToolCallGrammar(ToolCallFormat format, const std::vector<ToolSpec>& tools) {
+  Grammar g;
+  const int32_t root = g.AddRule("root");
+  absl::StatusOr<ExprPtr> call = CallBodies(g, format, tools);
+  if (!call.ok()) return call.status();
+  const int32_t call_rule = g.AddRule("call");
+  g.SetBody(call_rule, *call);
+  const ExprPtr text = TextWithout(g, "<tool_call>", "");
+  g.SetBody(root, Seq({text, Star(Seq({Literal("<tool_call>\n"), RuleRef(call_rule), text}))}));
+  g.set_root(root);
+  return g;
+}
 
 absl::StatusOr<Grammar> ForcedToolCallGrammar(ToolCallFormat format, const std::vector<ToolSpec>& tools,
                                               const std::optional<std::string>& named, bool parallel_calls) {

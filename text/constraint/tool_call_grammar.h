@@ -38,4 +38,13 @@ struct ToolSpec {
 absl::StatusOr<Grammar> ForcedToolCallGrammar(ToolCallFormat format, const std::vector<ToolSpec>& tools,
                                               const std::optional<std::string>& named, bool parallel_calls);
 
+// tool_choice auto with strict tools: free text, except that "<tool_call>" can only be written as
+// the opening of a well-formed call whose arguments follow its function's schema; text may follow
+// each call.
+absl::StatusOr<Grammar> AutoToolCallGrammar(ToolCallFormat format, const std::vector<ToolSpec>& tools);
+
+// Adds rules matching any text that does not contain `marker` (one rule per matched prefix of the
+// marker, as the states of a Knuth-Morris-Pratt matcher) and returns the expression of that text.
+ExprPtr TextWithout(Grammar& g, std::string_view marker, std::string_view prefix);
+
 }  // namespace sparkserve::text::constraint
