@@ -460,6 +460,75 @@ ByteSet StateFirst(const RuleAutomaton& a, int32_t s, const std::vector<ByteSet>
   return out;
 }
 
+// ---- inlining: a small rule that is not recursive is copied into its callers, so that tokens
+// crossing its end are settled inside the caller's automaton rather than checked at run time.
+
+constexpr int64_t kInlineMaxSize = 64;  // expression nodes (repetitions counted up to 16 copies)
+
+int64_t InlineSize(const Expr& e) {
+  switch (e.kind) {
+    case Expr::Kind::kEmpty:
+    case Expr::Kind::kRuleRef:
+    case Expr::Kind::kCharSet: return 1;
+    case Expr::Kind::kLiteral: return 1 + static_cast<int64_t>(e.literal.size()) / 8;
+    case Expr::Kind::kRepeat: return 1 + InlineSize(*e.items[0]) * std::min<int64_t>(e.max < 0 ? e.min + 1 : e.max, 16);
+    default: {
+      int64_t n = 1;
+      for (const ExprPtr& i : e.items) n += InlineSize(*i);
+      return n;
+    }
+  }
+}
+
+void CollectRefs(const Expr& e, std::vector<int32_t>& out) {
+  if (e.kind == Expr::Kind::kRuleRef) out.push_back(e.rule);
+  for (const ExprPtr& i : e.items) CollectRefs(*i, out);
+}
+
+class Inliner {
+ public:
+  explicit Inliner(const Grammar& g) : g_(g), inlinable_(static_cast<size_t>(g.num_rules()), false) {
+    const size_t n = static_cast<size_t>(g.num_rules());
+    std::vector<std::vector<int32_t>> refs(n);
+    for (size_t r = 0; r < n; ++r) CollectRefs(*g.body(static_cast<int32_t>(r)), refs[r]);
+    for (size_t r = 0; r < n; ++r) {  // recursive: r reaches itself
+      std::vector<bool> seen(n, false);
+      std::vector<int32_t> stack(refs[r].begin(), refs[r].end());
+      bool recursive = false;
+      while (!stack.empty() && !recursive) {
+        const int32_t q = stack.back();
+        stack.pop_back();
+        if (static_cast<size_t>(q) == r) recursive = true;
+        if (seen[static_cast<size_t>(q)]) continue;
+        seen[static_cast<size_t>(q)] = true;
+        stack.insert(stack.end(), refs[static_cast<size_t>(q)].begin(), refs[static_cast<size_t>(q)].end());
+      }
+      inlinable_[r] = !recursive && InlineSize(*g.body(static_cast<int32_t>(r))) <= kInlineMaxSize;
+    }
+  }
+
+  ExprPtr Apply(const ExprPtr& e) {
+    if (e->kind == Expr::Kind::kRuleRef) {
+      return inlinable_[static_cast<size_t>(e->rule)] ? Apply(g_.body(e->rule)) : e;
+    }
+    if (e->items.empty()) return e;
+    bool changed = false;
+    std::vector<ExprPtr> items;
+    for (const ExprPtr& i : e->items) {
+      items.push_back(Apply(i));
+      changed = changed || items.back() != i;
+    }
+    if (!changed) return e;
+    Expr copy = *e;
+    copy.items = std::move(items);
+    return std::make_shared<const Expr>(std::move(copy));
+  }
+
+ private:
+  const Grammar& g_;
+  std::vector<bool> inlinable_;
+};
+
 }  // namespace
 
 absl::StatusOr<GrammarAutomaton> GrammarAutomaton::Build(const Grammar& grammar, const AutomatonLimits& limits) {
@@ -477,11 +546,12 @@ absl::StatusOr<GrammarAutomaton> GrammarAutomaton::Build(const Grammar& grammar,
   }
   std::vector<RuleDfa> dfas(n);
   int64_t total_states = 0;
+  Inliner inliner(grammar);
   for (size_t r = 0; r < n; ++r) {
     Nfa nfa;
     const int32_t start = nfa.New();
     NfaBuilder builder(nfa, nullable, limits.max_nfa_states);
-    const int32_t final_state = builder.Build(*grammar.body(static_cast<int32_t>(r)), start);
+    const int32_t final_state = builder.Build(*inliner.Apply(grammar.body(static_cast<int32_t>(r))), start);
     if (builder.too_large()) {
       return absl::InvalidArgumentError(fmt::format(
           "rule '{}' is too large to compile (over {} states; lower the repetition counts or lengths)",
