@@ -19,7 +19,7 @@ const quant::QuantizedLinear* CheckpointWeightSource::ModuleOf(const std::string
 }
 
 bool CheckpointWeightSource::Has(const std::string& name) const {
-  return ModuleOf(name) != nullptr || ckpt_->files().Contains(name);
+  return ModuleOf(name) != nullptr || ckpt_->tensors().count(name) > 0;
 }
 
 absl::StatusOr<core::Tensor> CheckpointWeightSource::LoadF32(const std::string& name) const {
@@ -37,7 +37,7 @@ absl::StatusOr<core::Tensor> CheckpointWeightSource::LoadF32(const std::string& 
   }
   auto t = ckpt_->DenseF32(name);
   if (!t.ok()) return core::Annotate(t.status(), name);
-  if (auto view = files.Get(name); view.ok()) files.ReleasePages(*view);
+  if (auto view = ckpt_->Tensor(name); view.ok()) files.ReleasePages(*view);
   return t;
 }
 

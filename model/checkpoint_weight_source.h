@@ -14,6 +14,9 @@ namespace sparkserve::model {
 class CheckpointWeightSource : public WeightSource {
  public:
   static absl::StatusOr<CheckpointWeightSource> Open(const std::string& model_dir);
+  // Over a checkpoint in hand (e.g. one rank's shard, model/shard_cuts.h).
+  explicit CheckpointWeightSource(quant::Checkpoint ckpt)
+      : ckpt_(std::make_shared<quant::Checkpoint>(std::move(ckpt))) {}
   bool Has(const std::string& name) const override;
   absl::StatusOr<core::Tensor> LoadF32(const std::string& name) const override;
   const quant::Checkpoint& checkpoint() const { return *ckpt_; }

@@ -1,6 +1,6 @@
 // Qwen35Weights: one tensor-parallel rank's shard of a Qwen3.5 text model + MTP block, dense f32 on
-// the CPU, bound by checkpoint name through a WeightSource and cut by a ShardPlan. Shapes below
-// are per rank (h/kv attention heads, nk/nv GDN heads, f MLP width, V_r vocab rows of this rank).
+// the CPU, bound by checkpoint name through a WeightSource over that rank's shard (model/shard_cuts.h).
+// Shapes below are per rank (h/kv attention heads, nk/nv GDN heads, f MLP width, V_r vocab rows).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -67,8 +67,8 @@ struct Qwen35Weights {
   std::vector<LayerWeights> layers;
   MtpWeights mtp;             // present when the checkpoint has mtp.* and config asks for MTP
 
-  // Binds every parameter of `config` from `source`, cut for `plan`. Errors name the parameter
-  // (missing, or a shape other than the config implies).
+  // Binds every parameter of `config` from `source`, rank plan.rank's shard. Errors name the
+  // parameter (missing, or a shape other than the config and plan imply).
   static absl::StatusOr<Qwen35Weights> Load(const Qwen35Config& config, const WeightSource& source,
                                             const ShardPlan& plan);
   // Bytes of weights held (the f32 shard).

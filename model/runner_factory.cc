@@ -5,6 +5,7 @@
 #include "core/status.h"
 #include "fmt/format.h"
 #include "model/cpu/cpu_model_loader.h"
+#include "model/shard_cuts.h"
 #ifdef SPARKSERVE_WITH_CUDA
 #include "model/cuda/cuda_model_runner.h"
 #endif
@@ -22,7 +23,17 @@ std::string_view BackendName(Backend b) {
 std::string_view KvCacheDtypeName(KvCacheDtype d) { return d == KvCacheDtype::kFp8 ? "fp8" : "bf16"; }
 std::string_view StateDtypeName(StateDtype d) { return d == StateDtype::kBf16 ? "bf16" : "fp32"; }
 
-absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& dir, const RunnerOptions& s) {
+absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& dir, const RunnerOptions& options) {
+  ASSIGN_OR_RETURN(Qwen35Config config, LoadQwen35Config(dir));
+  ASSIGN_OR_RETURN(ShardPlan plan, ShardPlan::Make(0, 1, config));
+  ASSIGN_OR_RETURN(quant::Checkpoint full, quant::Checkpoint::Open(dir));
+  ASSIGN_OR_RETURN(quant::Checkpoint shard, CutShard(full, config, plan));
+  return LoadModelRunner(std::move(shard), config, plan, nullptr, options);
+}
+
+absl::StatusOr<LoadedRunner> LoadModelRunner(quant::Checkpoint shard, const Qwen35Config& config,
+                                             const ShardPlan& plan, core::Collective* collective,
+                                             const RunnerOptions& s) {
   if (s.max_batch < 1 || s.max_seq_len < 2 || s.kv_page_size < 1 || s.max_step_tokens < 1) {
     return absl::InvalidArgumentError(fmt::format(
         "max_batch ({}), max_seq_len ({}), max_step_tokens ({}) and the KV page size ({}) must be positive",
@@ -55,7 +66,8 @@ absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& dir, const Runne
     o.state.kv_page_size = s.kv_page_size;
     o.state.num_kv_pages = pages;
     o.state.max_verify_tokens = 1;
-    ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuModelRunner> r, cpu::LoadCpuModel(dir, o));
+    ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuModelRunner> r,
+                     cpu::LoadCpuModel(std::move(shard), config, plan, collective, o));
     out.config = r->config();
     out.runner = std::move(r);
     out.backend_description = "cpu";
@@ -84,7 +96,11 @@ absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& dir, const Runne
         "--w4a4-prefill needs a Blackwell sm_120/sm_121 GPU (DGX Spark, RTX 50); {} is sm_{}{}", dev.name, dev.major,
         dev.minor));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaModelRunner> r, cuda::CudaModelRunner::Load(dir, o));
+  if (collective != nullptr && collective->world() != plan.world) {
+    return absl::InvalidArgumentError(fmt::format("the collective has {} ranks, the shard plan {}",
+                                                  collective->world(), plan.world));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaModelRunner> r, cuda::CudaModelRunner::Load(shard, config, plan, o));
   out.config = r->config();
   out.runner = std::move(r);
   out.backend_description = fmt::format("cuda: {} (sm_{}{})", dev.name, dev.major, dev.minor);

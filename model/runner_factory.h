@@ -9,7 +9,10 @@
 
 #include "absl/status/statusor.h"
 #include "model/config.h"
+#include "core/collective.h"
 #include "model/model_runner.h"
+#include "model/shard_plan.h"
+#include "quant/checkpoint.h"
 
 namespace sparkserve::model {
 
@@ -52,5 +55,11 @@ struct LoadedRunner {
 // CPU-only build, each said so), a KV cache that cannot hold one max_seq_len sequence (saying what
 // to lower), and the loader's own errors.
 absl::StatusOr<LoadedRunner> LoadModelRunner(const std::string& model_dir, const RunnerOptions& options);
+// One tensor-parallel rank's runner from its shard (model/shard_cuts.h CutShard; a node rebuilds it
+// from what its head shipped), exchanging partial sums through `collective` (null for one rank;
+// its rank and world must be the plan's). The directory form is this with rank 0 of 1.
+absl::StatusOr<LoadedRunner> LoadModelRunner(quant::Checkpoint shard, const Qwen35Config& config,
+                                             const ShardPlan& plan, core::Collective* collective,
+                                             const RunnerOptions& options);
 
 }  // namespace sparkserve::model

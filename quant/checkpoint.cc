@@ -104,11 +104,43 @@ absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
   ASSIGN_OR_RETURN(c.qconfig_, ReadQuantizationConfig(config_path));
   if (c.qconfig_) RETURN_IF_ERROR(CheckConfigFormats(*c.qconfig_, config_path));
   ASSIGN_OR_RETURN(c.files_, SafetensorsCheckpoint::Open(dir));
+  for (const std::string& n : c.files_.Names()) {
+    ASSIGN_OR_RETURN(core::Tensor t, c.files_.Get(n));
+    c.tensors_.emplace(n, std::move(t));
+  }
+  RETURN_IF_ERROR(c.Build());
+  return c;
+}
 
+absl::StatusOr<Checkpoint> Checkpoint::FromTensors(std::map<std::string, core::Tensor, std::less<>> tensors,
+                                                   std::optional<QuantizationConfig> qconfig, std::string label,
+                                                   SafetensorsCheckpoint backing) {
+  Checkpoint c;
+  c.dir_ = std::move(label);
+  c.files_ = std::move(backing);
+  c.qconfig_ = std::move(qconfig);
+  if (c.qconfig_) RETURN_IF_ERROR(CheckConfigFormats(*c.qconfig_, c.dir_));
+  c.tensors_ = std::move(tensors);
+  RETURN_IF_ERROR(c.Build());
+  return c;
+}
+
+std::string Checkpoint::SourceOf(std::string_view name) const {
+  const std::string file = files_.FileOf(name);
+  return file.empty() ? dir_ : file;
+}
+
+absl::StatusOr<core::Tensor> Checkpoint::Tensor(std::string_view name) const {
+  const auto it = tensors_.find(name);
+  if (it == tensors_.end()) return absl::NotFoundError(fmt::format("{}: no tensor '{}'", dir_, name));
+  return it->second;
+}
+
+absl::Status Checkpoint::Build() {
+  Checkpoint& c = *this;
   // Group tensors by module prefix.
   std::map<std::string, std::map<std::string, std::string>> params;  // prefix -> param -> full name
-  std::vector<std::string> names = c.files_.Names();
-  for (const std::string& n : names) {
+  for (const auto& [n, t] : c.tensors_) {
     const size_t dot = n.rfind('.');
     if (dot == std::string::npos) continue;
     const std::string param = n.substr(dot + 1);
@@ -116,14 +148,14 @@ absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
   }
   std::set<std::string> owned;
   for (const auto& [prefix, p] : params) {
-    const SafetensorsEntry* w = p.count("weight") ? c.files_.Find(p.at("weight")) : nullptr;
-    const bool is_module = p.count("weight_packed") || (w != nullptr && w->shape.size() == 2);
+    const core::Tensor* w = p.count("weight") ? &c.tensors_.at(p.at("weight")) : nullptr;
+    const bool is_module = p.count("weight_packed") || (w != nullptr && w->rank() == 2);
     if (!is_module) {
       for (const auto& [param, full] : p) {
         if (kQParams.count(param)) {
           return absl::InvalidArgumentError(fmt::format(
               "tensor '{}' ({}): a quantization parameter with no 2-D weight or weight_packed beside it", full,
-              c.files_.FileOf(full)));
+              c.SourceOf(full)));
         }
       }
       continue;
@@ -139,7 +171,7 @@ absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
     m.name = prefix;
     auto get = [&](const char* param) -> absl::StatusOr<core::Tensor> {
       if (!p.count(param)) return core::Tensor();
-      return c.files_.Get(p.at(param));
+      return c.tensors_.at(p.at(param));
     };
     if (p.count("weight_packed")) {
       if (p.count("weight")) {
@@ -172,10 +204,10 @@ absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
     for (const auto& [param, full] : p) owned.insert(full);
     c.modules_.emplace(prefix, std::move(m));
   }
-  for (const std::string& n : names) {
+  for (const auto& [n, t] : c.tensors_) {
     if (!owned.count(n)) c.others_.push_back(n);
   }
-  return c;
+  return absl::OkStatus();
 }
 
 const QuantizedLinear* Checkpoint::FindModule(std::string_view name) const {
@@ -184,7 +216,7 @@ const QuantizedLinear* Checkpoint::FindModule(std::string_view name) const {
 }
 
 absl::StatusOr<core::Tensor> Checkpoint::DenseF32(std::string_view name) const {
-  ASSIGN_OR_RETURN(core::Tensor t, files_.Get(name));
+  ASSIGN_OR_RETURN(core::Tensor t, Tensor(name));
   if (t.dtype() != core::DType::kF32 && t.dtype() != core::DType::kBF16 && t.dtype() != core::DType::kF16) {
     return absl::InvalidArgumentError(fmt::format("tensor '{}' is {}, not a dense float tensor", name, t.ToString()));
   }

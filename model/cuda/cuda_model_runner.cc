@@ -12,8 +12,9 @@
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/gdn.h"
 #include "kernels/cuda/norm_ops.h"
-#include "quant/activation_quant.h"
 #include "model/memory_plan.h"
+#include "model/shard_cuts.h"
+#include "quant/activation_quant.h"
 #include "quant/checkpoint.h"
 #include "spdlog/spdlog.h"
 
@@ -32,6 +33,21 @@ absl::StatusOr<DeviceBuffer<T>> Buffer(size_t count, int64_t* total) {
 
 absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Load(const std::string& model_dir,
                                                                        const CudaRunnerOptions& options) {
+  ASSIGN_OR_RETURN(Qwen35Config config, LoadQwen35Config(model_dir));
+  ASSIGN_OR_RETURN(ShardPlan plan, ShardPlan::Make(0, 1, config));
+  ASSIGN_OR_RETURN(quant::Checkpoint full, quant::Checkpoint::Open(model_dir));
+  ASSIGN_OR_RETURN(quant::Checkpoint shard, CutShard(full, config, plan));
+  return Load(shard, config, plan, options);
+}
+
+absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Load(const quant::Checkpoint& shard,
+                                                                       const Qwen35Config& config,
+                                                                       const ShardPlan& plan,
+                                                                       const CudaRunnerOptions& options) {
+  if (plan.world != 1) {
+    return absl::UnimplementedError(fmt::format(
+        "tensor parallelism ({} ranks) is not supported by the CUDA backend yet", plan.world));
+  }
   const auto& o = options;
   if (o.num_slots < 1 || o.num_kv_pages < 0 || o.kv_page_size < 1 || o.max_seq_len < 1 || o.max_step_tokens < 1) {
     return absl::InvalidArgumentError(fmt::format(
@@ -44,7 +60,8 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Load(const std
         o.max_step_tokens, o.num_slots));
   }
   std::unique_ptr<CudaModelRunner> runner(new CudaModelRunner(options));
-  RETURN_IF_ERROR(runner->Init(model_dir));
+  runner->config_ = config;
+  RETURN_IF_ERROR(runner->Init(shard, plan));
   return runner;
 }
 
@@ -58,7 +75,7 @@ CudaModelRunner::~CudaModelRunner() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
-absl::Status CudaModelRunner::Init(const std::string& model_dir) {
+absl::Status CudaModelRunner::Init(const quant::Checkpoint& shard, const ShardPlan& plan) {
   // Diagnostic switch for A/B timing: residual add + norm as its own kernel.
   fused_add_norm_ = std::getenv("SPARKSERVE_CUDA_UNFUSED_NORM") == nullptr;
   CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
@@ -66,15 +83,13 @@ absl::Status CudaModelRunner::Init(const std::string& model_dir) {
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&gate_stream_, cudaStreamNonBlocking));
   CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&gate_fork_, cudaEventDisableTiming));
   CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&gate_join_, cudaEventDisableTiming));
-  ASSIGN_OR_RETURN(config_, LoadQwen35Config(model_dir));
   std::map<std::string, std::pair<float, float>> kv_scales;  // attention module -> {k_scale, v_scale}
   {
-    ASSIGN_OR_RETURN(quant::Checkpoint ckpt, quant::Checkpoint::Open(model_dir));
     CudaLinearOptions linear_options;
     linear_options.w4a4_prefill = options_.w4a4_prefill;
-    ASSIGN_OR_RETURN(weights_, CudaModelWeights::Load(config_, ckpt, linear_options));
+    ASSIGN_OR_RETURN(weights_, CudaModelWeights::Load(config_, plan, shard, linear_options));
     if (options_.kv_dtype == kc::KvDtype::kFp8E4M3) {
-      ASSIGN_OR_RETURN(kv_scales, ReadKvScales(ckpt));
+      ASSIGN_OR_RETURN(kv_scales, quant::ReadKvScales(shard));
     }
   }
   const auto& c = config_;

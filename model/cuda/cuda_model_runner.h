@@ -19,6 +19,8 @@
 #include "kernels/cuda/gdn.h"
 #include "kernels/cuda/ragged_batch.h"
 #include "model/config.h"
+#include "model/shard_plan.h"
+#include "quant/checkpoint.h"
 #include "model/cuda/cuda_weights.h"
 #include "model/model_runner.h"
 #include "model/step_validation.h"
@@ -53,7 +55,12 @@ struct DecodeTraffic {
 
 class CudaModelRunner : public ModelRunner {
  public:
+  // Reads the config and builds the runner from rank 0 of 1's shard (model/shard_cuts.h).
   static absl::StatusOr<std::unique_ptr<CudaModelRunner>> Load(const std::string& model_dir,
+                                                                const CudaRunnerOptions& options);
+  // From one rank's shard in hand. Tensor parallelism (plan.world > 1) is not supported yet.
+  static absl::StatusOr<std::unique_ptr<CudaModelRunner>> Load(const quant::Checkpoint& shard,
+                                                                const Qwen35Config& config, const ShardPlan& plan,
                                                                 const CudaRunnerOptions& options);
   ~CudaModelRunner() override;
 
@@ -152,7 +159,7 @@ class CudaModelRunner : public ModelRunner {
   std::map<int32_t, cudaGraphExec_t> decode_graphs_;
 
   explicit CudaModelRunner(const CudaRunnerOptions& options) : options_(options) {}
-  absl::Status Init(const std::string& model_dir);
+  absl::Status Init(const quant::Checkpoint& shard, const ShardPlan& plan);
   StepLimits limits() const;
   kernels::cuda::RaggedBatchDevice BatchOf(int num_seqs, int num_tokens, int max_seq_tokens) const;
   kernels::cuda::KvPoolDevice KvPool(int32_t layer) const;

@@ -12,8 +12,9 @@ namespace {
 
 class DeviceBinder {
  public:
-  DeviceBinder(const Qwen35Config& c, const quant::Checkpoint& ckpt, const CudaLinearOptions& linear_options)
-      : c_(c), ckpt_(ckpt), linear_options_(linear_options) {}
+  DeviceBinder(const Qwen35Config& c, const ShardPlan& plan, const quant::Checkpoint& ckpt,
+               const CudaLinearOptions& linear_options)
+      : c_(c), rs_(RankShapes::Of(c, plan)), ckpt_(ckpt), linear_options_(linear_options) {}
 
   // The linear module `name` (without ".weight"), shape-checked.
   absl::StatusOr<const quant::QuantizedLinear*> Module(const std::string& name, int64_t out, int64_t in) {
@@ -60,7 +61,7 @@ class DeviceBinder {
   }
 
   absl::StatusOr<CudaAttentionWeights> Attention(const std::string& p) {
-    const int64_t d = c_.hidden_size, hd = c_.head_dim, H = c_.num_attention_heads, KV = c_.num_key_value_heads;
+    const int64_t d = c_.hidden_size, hd = c_.head_dim, H = rs_.heads, KV = rs_.kv_heads;
     CudaAttentionWeights w;
     RETURN_IF_ERROR(FusedOrSeparate({{p + "q_proj", H * 2 * hd}, {p + "k_proj", KV * hd}, {p + "v_proj", KV * hd}}, d,
                                     p + "qkv_proj", &w.qkv, {&w.q_proj, &w.k_proj, &w.v_proj}));
@@ -71,9 +72,8 @@ class DeviceBinder {
   }
 
   absl::StatusOr<CudaGdnWeights> Gdn(const std::string& p) {
-    const int64_t d = c_.hidden_size, dk = c_.linear_key_head_dim, dv = c_.linear_value_head_dim;
-    const int64_t NK = c_.linear_num_key_heads, NV = c_.linear_num_value_heads, K = c_.linear_conv_kernel_dim;
-    const int64_t C = 2 * NK * dk + NV * dv;
+    const int64_t d = c_.hidden_size, dv = rs_.dv, NV = rs_.nv, K = c_.linear_conv_kernel_dim;
+    const int64_t C = rs_.conv_channels();
     CudaGdnWeights w;
     RETURN_IF_ERROR(FusedOrSeparate({{p + "in_proj_qkv", C}, {p + "in_proj_z", NV * dv}}, d, p + "in_proj_qkvz",
                                     &w.qkvz, {&w.in_proj_qkv, &w.in_proj_z}));
@@ -88,7 +88,7 @@ class DeviceBinder {
   }
 
   absl::StatusOr<CudaMlpWeights> Mlp(const std::string& p) {
-    const int64_t d = c_.hidden_size, F = c_.intermediate_size;
+    const int64_t d = c_.hidden_size, F = rs_.ffn;
     CudaMlpWeights w;
     RETURN_IF_ERROR(FusedOrSeparate({{p + "gate_proj", F}, {p + "up_proj", F}}, d, p + "gate_up_proj", &w.gate_up,
                                     {&w.gate_proj, &w.up_proj}));
@@ -135,24 +135,29 @@ class DeviceBinder {
 
  private:
   const Qwen35Config& c_;
+  const RankShapes rs_;
   const quant::Checkpoint& ckpt_;
   const CudaLinearOptions linear_options_;
 };
 
 }  // namespace
 
-absl::StatusOr<CudaModelWeights> CudaModelWeights::Load(const Qwen35Config& c, const quant::Checkpoint& ckpt,
+absl::StatusOr<CudaModelWeights> CudaModelWeights::Load(const Qwen35Config& c, const ShardPlan& plan,
+                                                        const quant::Checkpoint& ckpt,
                                                         const CudaLinearOptions& linear_options) {
-  DeviceBinder b(c, ckpt, linear_options);
+  DeviceBinder b(c, plan, ckpt, linear_options);
   const std::string prefix(c.weight_prefix());
   const int64_t d = c.hidden_size, V = c.vocab_size;
   CudaModelWeights w;
   ASSIGN_OR_RETURN(w.embed_tokens, b.Embedding(prefix + "embed_tokens", V, d));
   ASSIGN_OR_RETURN(w.final_norm, b.Vector(prefix + "norm.weight", d));
+  const Range vocab = RankShapes::Of(c, plan).vocab;  // this rank's lm_head rows
+  const int64_t Vr = vocab.second - vocab.first;
   if (c.tie_word_embeddings) {
-    w.lm_head = CudaLinear::Bf16View(w.embed_tokens.data(), static_cast<int>(V), static_cast<int>(d), "lm_head");
+    w.lm_head = CudaLinear::Bf16View(w.embed_tokens.data() + vocab.first * d, static_cast<int>(Vr),
+                                     static_cast<int>(d), "lm_head");
   } else {
-    ASSIGN_OR_RETURN(w.lm_head, b.Linear("lm_head", V, d));
+    ASSIGN_OR_RETURN(w.lm_head, b.Linear("lm_head", Vr, d));
   }
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     ASSIGN_OR_RETURN(CudaLayerWeights layer,

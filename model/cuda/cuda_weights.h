@@ -1,7 +1,8 @@
-// CudaModelWeights: a Qwen3.5 text model's weights on one GPU (tensor-parallel world 1), bound by
-// checkpoint name from the quant layer's Checkpoint: linears as CudaLinear (NVFP4/FP8 kept
-// quantised), norms and GDN vectors as f32, the embedding table as bf16. Shapes are the config's
-// (d hidden, h/kv heads, nk/nv GDN heads, f MLP width, V vocab). The MTP block stays on the CPU path.
+// CudaModelWeights: one tensor-parallel rank's Qwen3.5 text model weights on its GPU, bound by
+// checkpoint name from that rank's shard (model/shard_cuts.h): linears as CudaLinear (NVFP4/FP8 kept
+// quantised), norms and GDN vectors as f32, the embedding table (replicated) as bf16. Shapes are
+// the rank's (d hidden, h/kv heads, nk/nv GDN heads, f MLP width, V_r vocab rows of lm_head; the
+// embedding keeps all V rows). The MTP block stays on the CPU path.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -10,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/config.h"
+#include "model/shard_plan.h"
 #include "model/cuda/cuda_linear.h"
 #include "quant/checkpoint.h"
 
@@ -54,12 +56,13 @@ struct CudaLayerWeights {
 struct CudaModelWeights {
   DeviceBuffer<__nv_bfloat16> embed_tokens;  // [V, d]
   DeviceBuffer<float> final_norm;            // [d] zero-centred
-  CudaLinear lm_head;                        // [V, d] (a view of embed_tokens when tied)
+  CudaLinear lm_head;                        // [V_r, d] (a view of embed_tokens' rows when tied)
   std::vector<CudaLayerWeights> layers;
 
-  // Binds and uploads every parameter `config` names. Errors name the parameter (missing, or a
-  // shape other than the config implies).
-  static absl::StatusOr<CudaModelWeights> Load(const Qwen35Config& config, const quant::Checkpoint& checkpoint,
+  // Binds and uploads every parameter `config` names from rank plan.rank's shard. Errors name the
+  // parameter (missing, or a shape other than the config and plan imply).
+  static absl::StatusOr<CudaModelWeights> Load(const Qwen35Config& config, const ShardPlan& plan,
+                                               const quant::Checkpoint& shard,
                                                const CudaLinearOptions& linear_options = {});
   // Bytes a decode step reads from the weights: every linear (lm_head included) once, norms and
   // GDN vectors, plus the embedding rows of the step (excluded here: `rows * d * 2` per step).

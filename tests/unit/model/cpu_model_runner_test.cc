@@ -1,12 +1,18 @@
 // CpuModelRunner invariants: chunked / token-by-token prefill, ragged batches, one weight pass per
 // step, tensor-parallel shard plans in-process, MTP verify + commit and drafts as plan operations,
 // and bad-input errors.
+#include <cmath>
+#include <filesystem>
+#include <functional>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/ops.h"
+#include "core/status.h"
+#include "head/demo/demo_model.h"
 #include "model/checkpoint_weight_source.h"
+#include "model/shard_cuts.h"
 #include "tests/unit/model/golden_fixture.h"
 
 namespace sparkserve::model {
@@ -150,35 +156,42 @@ TEST_P(Runner35, VerifyThenCommitEqualsPlainDecodingAtEveryRejectionPoint) {
 
 INSTANTIATE_TEST_SUITE_P(Configs, Runner35, ::testing::ValuesIn(kConfigs));
 
-// N ranks on N threads with an in-process collective; returns rank 0's logits of a prefill
-// followed by a ragged decode + MTP draft step.
-std::vector<float> RunTensorParallel(const std::string& name, int32_t world, const Golden& g) {
+// Builds rank `rank` of `world`'s runner over `collective`.
+using RankLoader = std::function<absl::StatusOr<std::unique_ptr<CpuModelRunner>>(int32_t rank, int32_t world,
+                                                                                 core::Collective* collective)>;
+
+// N ranks on N threads with an in-process collective; returns rank 0's logits of a prefill of
+// `ids` (at least 9) beside a second sequence, then a ragged decode + MTP draft step (when the model
+// has an MTP block).
+std::vector<float> RunTensorParallel(const RankLoader& load, int32_t world, const std::vector<int32_t>& ids,
+                                     int32_t next) {
   core::InProcessGroup group(world);
   std::vector<std::vector<float>> results(static_cast<size_t>(world));
   std::vector<std::thread> threads;
   for (int32_t rank = 0; rank < world; ++rank) {
     threads.emplace_back([&, rank] {
-      auto r = LoadCpuModel(GoldenDir(name), SmallOptions(), rank, world, &group.rank(rank));
+      auto r = load(rank, world, &group.rank(rank));
       ASSERT_TRUE(r.ok()) << r.status();
       auto& runner = **r;
       std::vector<float>& res = results[static_cast<size_t>(rank)];
       StepPlan p1;
-      p1.seqs.push_back(Seq(0, 0, g.ids, Pages(0, 8)));
-      p1.seqs.push_back(Seq(1, 0, {g.ids.begin(), g.ids.begin() + 5}, Pages(8, 4)));
+      p1.seqs.push_back(Seq(0, 0, ids, Pages(0, 8)));
+      p1.seqs.push_back(Seq(1, 0, {ids.begin(), ids.begin() + 5}, Pages(8, 4)));
       auto o1 = runner.Run(p1);
       ASSERT_TRUE(o1.ok()) << o1.status();
       res.insert(res.end(), o1->logits.data<float>(), o1->logits.data<float>() + o1->logits.numel());
       StepPlan p2;
-      p2.seqs.push_back(Seq(1, 5, {g.ids[7], g.ids[8]}, Pages(8, 4)));
-      p2.seqs.push_back(Seq(0, static_cast<int32_t>(g.ids.size()), {g.greedy[0]}, Pages(0, 8)));
+      p2.seqs.push_back(Seq(1, 5, {ids[7], ids[8]}, Pages(8, 4)));
+      p2.seqs.push_back(Seq(0, static_cast<int32_t>(ids.size()), {next}, Pages(0, 8)));
       auto o2 = runner.Run(p2);
       ASSERT_TRUE(o2.ok()) << o2.status();
       res.insert(res.end(), o2->logits.data<float>(), o2->logits.data<float>() + o2->logits.numel());
+      if (!runner.has_mtp()) return;
       // Two MTP drafts for slot 0 from its last position, whose target hidden is row 2 of p2.
       StepPlan p3;
       DraftWork& dw = p3.drafts.emplace_back();
       dw.slot = 0;
-      dw.start_pos = static_cast<int32_t>(g.ids.size());
+      dw.start_pos = static_cast<int32_t>(ids.size());
       dw.tokens = {7};
       dw.hidden_row = 2;
       dw.num_drafts = 2;
@@ -195,20 +208,84 @@ std::vector<float> RunTensorParallel(const std::string& name, int32_t world, con
   return results[0];
 }
 
+RankLoader FromDir(const std::string& dir) {
+  return [dir](int32_t rank, int32_t world, core::Collective* c) { return LoadCpuModel(dir, SmallOptions(), rank, world, c); };
+}
+
+// max |a - b| / max |b|
+double RelDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num = std::max(num, static_cast<double>(std::fabs(a[i] - b[i])));
+    den = std::max(den, static_cast<double>(std::fabs(b[i])));
+  }
+  return den > 0 ? num / den : num;
+}
+
+void ExpectRanksEqualOne(const RankLoader& load, const std::vector<int32_t>& worlds, const std::vector<int32_t>& ids,
+                         int32_t next) {
+  const std::vector<float> one = RunTensorParallel(load, 1, ids, next);
+  ASSERT_FALSE(one.empty());
+  for (int32_t world : worlds) {
+    SCOPED_TRACE(world);
+    const std::vector<float> many = RunTensorParallel(load, world, ids, next);
+    ASSERT_EQ(many.size(), one.size());
+    EXPECT_LE(RelDiff(many, one), 1e-5);
+  }
+}
+
 TEST(CpuModelTensorParallel, TwoAndFourRanksEqualOneRank) {
   for (const auto& [name, worlds] : std::vector<std::pair<std::string, std::vector<int32_t>>>{
            {"text_tied", {2}}, {"vl_tied", {2, 4}}}) {
     SCOPED_TRACE(name);
     const Golden g = LoadGolden(name);
-    const std::vector<float> one = RunTensorParallel(name, 1, g);
-    ASSERT_FALSE(one.empty());
-    for (int32_t world : worlds) {
-      SCOPED_TRACE(world);
-      const std::vector<float> many = RunTensorParallel(name, world, g);
-      ASSERT_EQ(many.size(), one.size());
-      EXPECT_LE(MaxAbsDiff(many.data(), one.data(), one.size()), 1e-5);
+    ExpectRanksEqualOne(FromDir(GoldenDir(name)), worlds, g.ids, g.greedy[0]);
+  }
+}
+
+// The shards of quantised checkpoints are cut on the packed layout (NVFP4 codes and group scales,
+// FP8 weights with per-channel scales): two ranks give the one rank's logits.
+TEST(CpuModelTensorParallel, QuantisedDemoModelsCutOnTheirPackedLayout) {
+  for (const char* recipe : {"nvfp4-mixed", "fp8", "nvfp4"}) {
+    SCOPED_TRACE(recipe);
+    const std::string dir = ::testing::TempDir() + "/tp_demo_" + recipe;
+    std::filesystem::remove_all(dir);
+    head::DemoModelOptions o;
+    o.shape = "tiny";
+    o.recipe = recipe;
+    auto written = head::WriteDemoModel(dir, o);
+    ASSERT_TRUE(written.ok()) << written.status();
+    ExpectRanksEqualOne(FromDir(dir), {2}, {5, 9, 200, 13, 44, 87, 3, 120, 61, 7, 33, 250}, 17);
+    std::filesystem::remove_all(dir);
+  }
+}
+
+// More ranks than KV heads: each KV head is replicated on the ranks whose query heads use it (as
+// vLLM does): text_tied's weights with its two KV heads cut to one, on two ranks.
+TEST(CpuModelTensorParallel, KvHeadsAreReplicatedPastTheirCount) {
+  auto full = quant::Checkpoint::Open(GoldenDir("text_tied"));
+  ASSERT_TRUE(full.ok()) << full.status();
+  auto cfg = LoadQwen35Config(GoldenDir("text_tied"));
+  ASSERT_TRUE(cfg.ok());
+  Qwen35Config config = *cfg;
+  config.num_key_value_heads = 1;
+  std::map<std::string, core::Tensor, std::less<>> tensors = full->tensors();
+  for (auto& [name, t] : tensors) {
+    if (name.find("k_proj.weight") != std::string::npos || name.find("v_proj.weight") != std::string::npos) {
+      t = t.Slice(0, config.head_dim);  // the first KV head's rows
     }
   }
+  auto one_kv = quant::Checkpoint::FromTensors(std::move(tensors), full->quantization_config(), "text_tied, 1 KV head");
+  ASSERT_TRUE(one_kv.ok()) << one_kv.status();
+  const RankLoader load = [&](int32_t rank, int32_t world,
+                              core::Collective* c) -> absl::StatusOr<std::unique_ptr<CpuModelRunner>> {
+    ASSIGN_OR_RETURN(ShardPlan plan, ShardPlan::Make(rank, world, config));
+    EXPECT_EQ(RankShapes::Of(config, plan).kv_heads, 1);
+    ASSIGN_OR_RETURN(quant::Checkpoint shard, CutShard(*one_kv, config, plan));
+    return LoadCpuModel(std::move(shard), config, plan, c, SmallOptions());
+  };
+  const Golden g = LoadGolden("text_tied");
+  ExpectRanksEqualOne(load, {2}, g.ids, g.greedy[0]);
 }
 
 TEST(CpuModelShardPlan, RefusesSizesThatDoNotDivide) {
