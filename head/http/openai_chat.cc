@@ -10,6 +10,7 @@
 #include "text/output/output_parser.h"
 #include "head/http/api_error.h"
 #include "head/http/sampling_fields.h"
+#include "head/http/structured_output.h"
 #include "head/http/tool_choice.h"
 
 namespace sparkserve::head::http {
@@ -400,6 +401,7 @@ void HandleChatCompletions(const ServingContext& ctx, ServingMetrics* metrics, c
                                                                                : "max_tokens");
   GenerationSetup setup;
   setup.request = MakeEngineRequest(fields, std::move(chat.prompt_ids), max_tokens);
+  setup.request.constraint = ChatOutputConstraint(ctx, body, tools, tool_choice, chat.starts_in_reasoning);
   setup.stop_strings = fields.stop_strings;
   setup.include_stop_str_in_output = fields.include_stop_str_in_output;
   setup.skip_special_tokens = fields.skip_special_tokens;

@@ -6,6 +6,7 @@
 #include "head/http/generation.h"
 #include "head/http/openai_chat.h"
 #include "head/http/sampling_fields.h"
+#include "head/http/structured_output.h"
 
 namespace sparkserve::head::http {
 
@@ -241,10 +242,13 @@ void HandleCompletions(const ServingContext& ctx, ServingMetrics* metrics, const
   if (!fields.max_tokens && !body.contains("max_tokens")) fields.max_tokens = 16;
 
   GenerationSetup setup;
+  std::shared_ptr<const scheduler::OutputConstraint> constraint =
+      ReadOutputConstraint(ctx, body, /*starts_in_reasoning=*/false);
   std::vector<std::string> echo_texts;
   for (size_t p = 0; p < prompts.size(); ++p) {
     int32_t max_tokens = ResolveMaxTokens(ctx, prompts[p].ids.size(), fields.max_tokens, "max_tokens");
     scheduler::Request r = MakeEngineRequest(fields, std::move(prompts[p].ids), max_tokens);
+    r.constraint = constraint;
     if (p == 0) {
       setup.request = std::move(r);
     } else {
