@@ -1,5 +1,5 @@
-// Shared pieces of the model-running subcommands (score, run): parsing `--ids 1,2,3` and the
-// message for text input without a tokenizer.
+// Shared pieces of the model-running subcommands (score, run): parsing `--ids 1,2,3`, the model's
+// tokenizer, and the message for text input without a tokenizer.
 #pragma once
 #include <charconv>
 #include <filesystem>

@@ -18,6 +18,10 @@
 #include "head/http/json_io.h"
 #include "scheduler/request.h"
 
+namespace sparkserve::text::constraint {
+class GrammarCompiler;
+}
+
 namespace sparkserve::head::http {
 
 // Turns a growing list of generated ids into text pieces that are complete UTF-8.
@@ -114,6 +118,9 @@ struct ServingContext {
   // Tensor parallelism across machines (null: one machine): while the nodes are not all synced
   // (start-up, or a node lost and re-syncing), /health is 503 and so are requests for the model.
   std::function<engine::cluster::ClusterStatus()> cluster;
+  // Structured outputs: grammars compiled against the model's vocabulary (null: not offered).
+  std::shared_ptr<text::constraint::GrammarCompiler> grammars;
+  std::string reasoning_end;                // the text closing a reasoning block ("</think>"); "": none
 };
 
 }  // namespace sparkserve::head::http

@@ -141,6 +141,10 @@ class CudaModelRunner : public ModelRunner {
   DeviceBuffer<int32_t> sampled_ids_, sampled_status_, sampled_top_ids_;  // [num_slots], [.., 20]
   DeviceBuffer<float> sampled_logprobs_, sampled_top_logprobs_;
   DeviceBuffer<uint8_t> sampling_workspace_;
+  // Structured outputs: mask words | logit rows | mask rows, staged in pinned memory then copied.
+  uint32_t* mask_host_ = nullptr;
+  size_t mask_host_capacity_ = 0;  // uint32 elements
+  DeviceBuffer<uint32_t> mask_device_;
 
   // Op profiling (ProfileNextStep): events recorded after each op while enqueueing.
   bool profile_next_ = false, profiling_ = false;
@@ -174,7 +178,10 @@ class CudaModelRunner : public ModelRunner {
   absl::StatusOr<StepOutput> Execute(const StepPlan& plan, bool fetch);
   // Slot src's GDN recurrent state and conv window onto slot dst, ordered on stream_.
   absl::Status EnqueueSlotCopy(SlotId src, SlotId dst);
-  absl::Status SampleOnDevice(const std::vector<RowSampling>& rows, StepOutput* out);
+  absl::Status SampleOnDevice(const std::vector<RowSampling>& rows, const TokenMasks& masks, StepOutput* out);
+  // The rows' token masks (RowSampling::mask_row) applied to logits_ (device_token_masks.cc):
+  // waits for the engine's mask thread (masks.ready), stages the bits through pinned memory.
+  absl::Status ApplyTokenMasks(const std::vector<RowSampling>& rows, const TokenMasks& masks);
 };
 
 }  // namespace sparkserve::model::cuda

@@ -13,7 +13,8 @@
 namespace sparkserve::model::cuda {
 namespace kc = kernels::cuda;
 
-absl::Status CudaModelRunner::SampleOnDevice(const std::vector<RowSampling>& rows, StepOutput* out) {
+absl::Status CudaModelRunner::SampleOnDevice(const std::vector<RowSampling>& rows, const TokenMasks& masks,
+                                             StepOutput* out) {
   const int R = static_cast<int>(rows.size());
   const int V = static_cast<int>(config_.vocab_size);
   if (R == 0) {
@@ -100,6 +101,7 @@ absl::Status CudaModelRunner::SampleOnDevice(const std::vector<RowSampling>& row
   o.top_ids = sampled_top_ids_.data();
   o.top_logprobs = sampled_top_logprobs_.data();
   o.status = sampled_status_.data();
+  RETURN_IF_ERROR(ApplyTokenMasks(rows, masks));  // structured outputs: before anything reads the logits
   RETURN_IF_ERROR(kc::Sample(in, o, sampling_workspace_.data(), stream_));
   std::vector<int32_t> ids(R), status(R), top_ids(static_cast<size_t>(R) * kc::kMaxGpuLogprobs);
   std::vector<float> logprobs(R), top_lp(static_cast<size_t>(R) * kc::kMaxGpuLogprobs);
