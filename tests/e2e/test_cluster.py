@@ -1,8 +1,11 @@
 """Tensor parallelism across processes on loopback: the real `sparkserve` head with real
 `sparkserve-node` daemons (CPU backend, Gloo), every test bounded in time.
 
-- `score` logits of TP = 2 and 4 equal TP = 1 on the golden fixtures (relative error <= 1e-5), and the
-  demo model's greedy `run` output is the same;
+- `score` logits of TP = 2 and 4 equal TP = 1 on the golden fixtures and TP = 2 on the demo models
+  (relative error <= 1e-5), and greedy `run` output is the same; the tiny demo shape's 2 GDN key heads
+  refuse TP = 4 with the count and the config field;
+- seeded sampling (temperature, top-k, top-p, min-p, penalties) over the vocabulary split across two
+  ranks draws the same tokens as one rank;
 - a second start ships 0 weight bytes; a corrupted cached blob is fetched again;
 - a wrong token is refused with a message on both sides;
 - SIGKILL of a node mid-stream ends the streams with errors within 5 s (OpenAI and Anthropic), the
@@ -53,21 +56,30 @@ def rel_err(a, b):
     return float(np.max(np.abs(a.astype(np.float64) - b)) / max(np.max(np.abs(b)), 1e-30))
 
 
-@pytest.mark.timeout(180)
-def test_score_on_two_and_four_ranks_equals_one(work, token_file):
+def greedy(model, ids, *extra):
+    r = run("run", model, "--ids", ",".join(map(str, ids)), "--max-new", "16", "--ignore-eos", "--json", *extra)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["ids"]
+
+
+@pytest.mark.timeout(240)
+def test_score_and_greedy_on_two_and_four_ranks_equal_one(work, token_file):
     ids = [3, 17, 250, 9, 88, 401, 5, 5, 130, 64, 7, 300]
     for fixture, node_counts in (("text_tied", (1,)), ("vl_tied", (1, 3))):
         model = os.path.join(GOLDEN_ROOT, fixture)
         one = score(model, ids, work / f"{fixture}-1.npy")
+        one_ids = greedy(model, ids)
         for n in node_counts:
             nodes = [Node(work, f"{fixture}-{n}-{i}", token_file=token_file) for i in range(n)]
             try:
                 many = score(model, ids, work / f"{fixture}-{n + 1}.npy", *node_flags(nodes, token_file))
+                many_ids = greedy(model, ids, *node_flags(nodes, token_file))
             finally:
                 for node in nodes:
                     node.stop()
             assert many.shape == one.shape
             assert rel_err(many, one) <= 1e-5, (fixture, n + 1)
+            assert many_ids == one_ids, (fixture, n + 1)
 
 
 @pytest.fixture(scope="module", params=["bf16", "nvfp4-mixed"])
@@ -96,6 +108,56 @@ def test_demo_model_greedy_run_and_logits_equal_one_rank(work, token_file, demo_
     assert tp.returncode == 0, tp.stderr
     assert json.loads(tp.stdout)["ids"] == json.loads(base.stdout)["ids"]
     assert rel_err(two, one) <= 1e-5
+    # Four ranks cannot split the tiny shape's 2 GDN key heads: refused before any node is asked.
+    r = run("score", demo_model, "--ids", "1,2,3", "--nodes", "127.0.0.1:9,127.0.0.1:10,127.0.0.1:11")
+    assert r.returncode == 1 and "does not divide linear_num_key_heads = 2" in r.stderr, r.stderr
+
+
+SAMPLING_CASES = [
+    {"temperature": 1.0},
+    {"temperature": 0.8, "top_k": 12},
+    {"temperature": 1.2, "top_p": 0.7},
+    {"temperature": 1.0, "min_p": 0.2},
+    {"temperature": 0.9, "presence_penalty": 1.5, "frequency_penalty": 0.8},
+    {"temperature": 1.1, "repetition_penalty": 1.4, "top_k": 40, "top_p": 0.95, "min_p": 0.02},
+]
+
+
+@pytest.mark.timeout(150)
+def test_sampling_over_the_split_vocabulary_draws_as_one_rank(work, token_file, model_dir):
+    """Same seed, same draws: temperature, top-k, top-p, min-p and the penalties pick the same tokens on
+    two ranks (each holding half of lm_head's vocabulary rows) as on one. The draws are
+    discontinuous in the logits, so a wrong or reordered vocabulary slice changes them."""
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+
+    def draws(url):
+        out = []
+        for case in SAMPLING_CASES:
+            for seed in (1, 2, 3):
+                body = {"model": MODEL_NAME, "prompt": "hello world, you are", "max_tokens": 24, "seed": seed,
+                        "ignore_eos": True, **case}
+                r = httpx.post(url + "/v1/completions", json=body, headers=headers, timeout=30)
+                assert r.status_code == 200, r.text
+                out.append(r.json()["choices"][0]["text"])
+        return out
+
+    one = Server(model_dir)
+    try:
+        expected = draws(one.url)
+    finally:
+        assert one.stop() == 0, one.stderr
+    assert len(set(expected)) > len(SAMPLING_CASES), expected  # the cases and seeds really draw differently
+    node = Node(work, "sampler", token_file=token_file)
+    two = None
+    try:
+        two = start_server(model_dir, [node], token_file)
+        assert metric(two.url, "sparkserve:tensor_parallel_ranks") == 2
+        got = draws(two.url)
+    finally:
+        if two is not None:
+            assert two.stop() == 0, two.stderr
+        node.stop()
+    assert got == expected
 
 
 def start_server(model_dir, nodes, token_file, *extra, **kw):
@@ -324,7 +386,7 @@ def test_cluster_errors_name_their_cause(work, token_file):
     try:
         untied = os.path.join(GOLDEN_ROOT, "text_untied")  # 3 attention heads: 2 ranks cannot split them
         r = run("score", untied, "--ids", "1,2,3", *node_flags([node], token_file))
-        assert r.returncode == 1 and "does not divide" in r.stderr, r.stderr
+        assert r.returncode == 1 and "does not divide num_attention_heads = 3" in r.stderr, r.stderr
         r = run("run", untied, "--ids", "1,2,3", *node_flags([node], token_file), "--collective", "nccl")
         assert r.returncode == 2 and "nccl needs the CUDA backend" in r.stderr, r.stderr
         r = run("run", untied, "--ids", "1,2,3", "--nodes", "nohostport")
