@@ -27,8 +27,9 @@ for i in $(seq 1 "$NODES"); do
   for _ in $(seq 1 200); do grep -q 'listening on' "$WORK/node$i.log" && break; sleep 0.05; done
   targets+="${targets:+,}$(grep -o 'listening on 127\.0\.0\.1:[0-9]*' "$WORK/node$i.log" | head -1 | sed 's/listening on //')"
 done
-metric() { curl -s "$1/metrics" | sed -n "s/^sparkserve:$2{[^}]*} //p" | head -1; }
+metric() { curl -s "$1/metrics" | sed -n "s/^sparkserve:$2{[^}]*} //p" | head -1 | xargs printf "%.0f"; }
 for start in 1 2; do
+  : >"$WORK/serve$start.out"
   t0=$(date +%s.%N)
   "$BIN/sparkserve" serve "$MODEL" --host 127.0.0.1 --port 0 --nodes "$targets" --token-file "$WORK/token" "$@" \
     >"$WORK/serve$start.out" 2>"$WORK/serve$start.err" &

@@ -20,7 +20,9 @@
 #           through host memory; NCCL refuses two ranks on one GPU). Each tiny demo model: greedy
 #           `run` ids equal TP=1 and `score` logits within the GPU tolerance of TP=1; `bench engine`
 #           TP=2 against TP=1 (per-step overhead); `bench serve` through a TP=2 server; the HTTP e2e
-#           suite against a TP=2 server. Not in the default list until the CUDA runner takes world > 1.
+#           suite against a TP=2 server; with the 4b section's model, bench/tp_start.sh on the CPU
+#           backend (bytes shipped, time to healthy). Not in the default list until the CUDA
+#           runner takes world > 1.
 # Logs go to $OUT (or /tmp); a short table of results comes last. Exit 1 when any check fails.
 set -uo pipefail
 BIN="$(realpath "${1:-build/bin}")"
@@ -190,7 +192,7 @@ if want tp; then
     sleep 0.2
   done
   TP_FLAGS=(--nodes "$tp_node" --token-file "$TP_DIR/token" --collective gloo)
-  tp_ids=3,17,250,9,88,401,5,5,130,64,7,300
+  tp_ids=3,17,250,9,88,201,5,5,130,64,7,300
   tp_rc=0; tp_detail=""
   for recipe in nvfp4-mixed nvfp4 fp8 bf16; do
     m="$TP_DIR/demo_$recipe"
@@ -226,6 +228,13 @@ if want tp; then
   rc=${PIPESTATUS[0]}
   record e2e-tp2 "$rc" "$(grep -E '[0-9]+ (passed|failed)' "$LOG_DIR/e2e_tp.log" | tail -1)"
   kill -TERM "$tp_node_pid"; wait "$tp_node_pid"
+  # Start-up figures on this host's CPUs with the random 4B (when the 4b section made it): bytes
+  # shipped and time to healthy, first start (empty node cache) and second start.
+  if [ -f /tmp/sparkserve_4b_nvfp4/config.json ]; then
+    timeout 900 bench/tp_start.sh /tmp/sparkserve_4b_nvfp4 1 "$BIN" -- --backend cpu --max-batch 1 --max-seq-len 256 \
+      2>&1 | tee "$TP_DIR/start_4b_cpu.log"
+    record tp-start-4b "${PIPESTATUS[0]}" "$(grep '^start' "$TP_DIR/start_4b_cpu.log" | sed 's/ (TP.*//' | tr '\n' ';')"
+  fi
   echo "tp section: $(elapsed $t)"
 fi
 
