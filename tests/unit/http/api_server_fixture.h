@@ -11,6 +11,8 @@
 #include "head/http/model_output_parser.h"
 #include "head/http/tool_choice.h"
 #include "tests/unit/http/fakes.h"
+#include "text/constraint/grammar_compiler.h"
+#include "text/constraint/token_vocabulary.h"
 #include "tests/unit/http/http_test_client.h"
 
 namespace sparkserve::head::http::testing {
@@ -34,6 +36,7 @@ class ApiServerTest : public ::testing::Test {
     ctx_.default_sampling.temperature = 0.0f;
     ctx_.api_key = api_key;
     ctx_.ready = &ready_;
+    ctx_.grammars = FakeGrammars(codec_);
     api_ = std::make_unique<ApiServer>(ctx_, &metrics_);
     HttpServerOptions opts;
     opts.host = "127.0.0.1";
@@ -53,6 +56,17 @@ class ApiServerTest : public ::testing::Test {
   ClientReply Get(const std::string& path, const std::map<std::string, std::string>& h = {}) {
     TestClient c(server_->port());
     return c.Send("GET", path, "", h);
+  }
+
+  // Structured outputs over the fake codec's vocabulary (its added tokens keep their text, as
+  // TokenVocabulary::FromTokenizer keeps non-special added tokens; <|im_end|> has none).
+  static std::shared_ptr<text::constraint::GrammarCompiler> FakeGrammars(const FakeCodec& codec) {
+    std::vector<std::string> bytes;
+    for (int32_t id = 0; id < codec.vocab_size(); ++id) {
+      bytes.push_back(id == FakeCodec::kImEnd ? "" : codec.Piece(id, /*skip_special=*/false));
+    }
+    return std::make_shared<text::constraint::GrammarCompiler>(
+        text::constraint::TokenVocabulary::Create(std::move(bytes), codec.vocab_size()));
   }
 
   // The decoded text of `text` minus reasoning/tool-call markup (what clients must get back).
