@@ -158,6 +158,7 @@ int RunBenchServe(const BenchServeArgs& a) {
   ropts.request_rate = a.request_rate;
   ropts.burstiness = a.burstiness;
   ropts.ignore_eos = a.ignore_eos;
+  ropts.extra_body = a.extra_body;
   ropts.request_timeout_s = a.request_timeout_s;
   ropts.seed = a.seed;
   ropts.progress = !a.no_progress;

@@ -26,6 +26,7 @@ struct BenchServeArgs {
   int max_concurrency = 0;
   std::vector<int> sweep_concurrency;
   bool ignore_eos = false;
+  std::string extra_body;  // JSON object merged into every request (e.g. a response_format)
   int warmup = 0;
   unsigned long seed = 0;
   double request_timeout_s = 600;

@@ -260,6 +260,10 @@ std::string BuildRequestBody(const ServeRunOptions& opts, const BenchPrompt& p) 
     body["prompt"] = p.prompt;
   }
   if (opts.ignore_eos) body["ignore_eos"] = true;
+  if (!opts.extra_body.empty()) {  // validated by RunBenchServe
+    const Json extra = Json::parse(opts.extra_body);
+    for (const auto& [key, value] : extra.items()) body[key] = value;
+  }
   return body.dump();
 }
 

@@ -24,6 +24,7 @@ struct ServeRunOptions {
   double burstiness = 1.0;
   int max_concurrency = 0;  // 0: unlimited
   bool ignore_eos = false;
+  std::string extra_body;   // a JSON object merged into every request body ("" for none)
   double request_timeout_s = 600;
   unsigned long seed = 0;
   double interrupt_grace_s = 5;  // after Ctrl-C, wait this long for in-flight requests

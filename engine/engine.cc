@@ -150,6 +150,10 @@ absl::Status Engine::Validate(const Request& r) const {
     return absl::InvalidArgumentError(
         fmt::format("min_tokens ({}) must be between 0 and max_tokens ({})", r.min_tokens, r.max_tokens));
   }
+  if (r.constraint && r.constraint->vocab_size() != vocab) {
+    return absl::InvalidArgumentError(fmt::format("the output constraint covers {} token ids, the model has {}",
+                                                  r.constraint->vocab_size(), vocab));
+  }
   const scheduler::SamplingParams& s = r.sampling;
   if (!(std::isfinite(s.temperature) && s.temperature >= 0.0f)) {
     return absl::InvalidArgumentError(fmt::format("temperature must be >= 0, got {}", s.temperature));
@@ -287,7 +291,8 @@ void Engine::Admit(std::vector<Incoming>& incoming) {
     const uint64_t request_seed = req.request.sampling.seed.value_or(unseeded_rng_());
     for (int32_t i = 0; i < req.request.n; ++i) {
       Sequence* seq = scheduler_->Add(req.id, i, req.request.prompt_ids, req.request.max_tokens);
-      seq_states_[seq->id] = SeqState{&req, SequenceSeed(request_seed, i)};
+      SeqState& st = seq_states_[seq->id] = SeqState{&req, SequenceSeed(request_seed, i)};
+      if (req.request.constraint) st.matcher = req.request.constraint->NewMatcher();
       req.seqs.push_back(seq->id);
     }
     req.num_unfinished = req.request.n;
@@ -321,7 +326,9 @@ void Engine::Step() {
   record.num_decode_tokens = batch.num_decode_tokens;
   if (config_.step_observer != nullptr) config_.step_observer->BeforeStep(record);
   if (model_->samples_on_device()) batch.plan.sampling = RowSamplings(batch);
+  StartMasks(batch);
   absl::StatusOr<model::StepOutput> output = model_->Run(batch.plan);
+  WaitMasks();  // a runner sampling on its device waited already (plan.masks.ready)
   if (output.ok()) {
     Postprocess(batch, *output);
     PublishStats(batch.plan.num_tokens());
@@ -331,6 +338,7 @@ void Engine::Step() {
     PublishStats(-1);
   }
   Emit();
+  if (!batch.plan.masks.words.empty()) mask_words_ = std::move(batch.plan.masks.words);
   if (config_.step_observer != nullptr) {
     record.end = Clock::now();
     config_.step_observer->AfterStep(record);
@@ -392,9 +400,12 @@ void Engine::Postprocess(const scheduler::ScheduledBatch& batch, const model::St
 
   // Sample every sequence whose step reached its last token.
   std::vector<Draw> draws;
+  size_t sampled_row = 0;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const scheduler::ScheduledSeq& s = batch.seqs[i];
     if (!s.samples) continue;
+    const int32_t mask_row = sampled_row < step_mask_rows_.size() ? step_mask_rows_[sampled_row] : -1;
+    ++sampled_row;
     Draw d;
     d.seq = s.seq;
     d.state = &seq_states_.at(s.seq->id);
@@ -411,6 +422,10 @@ void Engine::Postprocess(const scheduler::ScheduledBatch& batch, const model::St
       d.logits = std::span<const float>(output.logits.data<float>() + row * vocab, static_cast<size_t>(vocab));
     }
     d.ctx = ContextOf(s);
+    if (mask_row >= 0) {
+      const auto W = static_cast<size_t>(batch.plan.masks.words_per_row);
+      d.ctx.allowed = std::span<const uint32_t>(batch.plan.masks.words.data() + static_cast<size_t>(mask_row) * W, W);
+    }
     draws.push_back(std::move(d));
   }
   SampleAll(draws);
@@ -429,6 +444,17 @@ void Engine::Postprocess(const scheduler::ScheduledBatch& batch, const model::St
     RequestState& req = *st.request;
     if (!req.error.empty()) continue;  // ends with kError below
     absl::StatusOr<SampledToken>& token = d.token;
+    bool stop_token = std::binary_search(req.stop_ids.begin(), req.stop_ids.end(), token->id);
+    // A constrained output takes text tokens, stop ids with text included (they end it only where it
+    // may end); a stop id without text was only allowed where the output can end.
+    const bool as_text = st.matcher && (!stop_token || (st.matcher->active() && st.matcher->IsText(token->id)));
+    if (as_text && !st.matcher->Accept(token->id)) {
+      // The mask allowed it, so this is a bug: end the request rather than emit what breaks the format.
+      req.error = fmt::format("internal error: token {} was sampled but the output constraint does not allow it",
+                              token->id);
+      failed.push_back(req.id);
+      continue;
+    }
     scheduler_->AppendToken(seq, token->id);
 
     local_.generation_tokens_total++;
@@ -448,8 +474,11 @@ void Engine::Postprocess(const scheduler::ScheduledBatch& batch, const model::St
       event.logprobs = {{token->id, token->logprob}};
       event.top_logprobs = {std::move(token->top_logprobs)};
     }
-    if (std::binary_search(req.stop_ids.begin(), req.stop_ids.end(), token->id)) {
+    if (stop_token && as_text && !st.matcher->CanEnd()) stop_token = false;  // text the output goes on from
+    if (stop_token) {
       event.finish = FinishReason::kStop;  // stop ids cannot be sampled below min_tokens
+    } else if (st.matcher && st.matcher->IsTerminated()) {
+      event.finish = FinishReason::kStop;  // the constrained output is complete: nothing may follow
     } else if (seq->num_generated() >= req.request.max_tokens) {
       event.finish = FinishReason::kLength;
     }
@@ -510,6 +539,44 @@ std::vector<model::RowSampling> Engine::RowSamplings(const scheduler::ScheduledB
     if (s.samples) rows.push_back(ToRowSampling(ContextOf(s), &seq_states_.at(s.seq->id).penalty_history));
   }
   return rows;
+}
+
+void Engine::StartMasks(scheduler::ScheduledBatch& batch) {
+  model::TokenMasks& masks = batch.plan.masks;
+  step_mask_rows_.clear();
+  const auto W = static_cast<size_t>((capacity_.vocab_size + 31) / 32);
+  std::vector<MaskFiller::Row> rows;
+  size_t constrained = 0;
+  for (const scheduler::ScheduledSeq& s : batch.seqs) {
+    if (!s.samples) continue;
+    const SeqState& st = seq_states_.at(s.seq->id);
+    const bool active = st.matcher && st.matcher->active();
+    step_mask_rows_.push_back(active ? static_cast<int32_t>(constrained++) : -1);
+  }
+  if (constrained == 0) return;
+  masks.words_per_row = static_cast<int32_t>(W);
+  masks.words = std::move(mask_words_);  // last step's storage: no allocation; FillMask writes every word
+  masks.words.resize(constrained * W);
+  size_t row = 0;
+  for (const scheduler::ScheduledSeq& s : batch.seqs) {
+    if (!s.samples) continue;
+    const int32_t mask_row = step_mask_rows_[row];
+    if (mask_row >= 0) {
+      SeqState& st = seq_states_.at(s.seq->id);
+      if (row < batch.plan.sampling.size()) batch.plan.sampling[row].mask_row = mask_row;
+      rows.push_back({st.matcher.get(), std::span<uint32_t>(masks.words.data() + static_cast<size_t>(mask_row) * W, W),
+                      st.request->stop_ids});
+    }
+    ++row;
+  }
+  masks.ready = [this] { WaitMasks(); };
+  mask_filler_.Start(std::move(rows));
+}
+
+void Engine::WaitMasks() {
+  const Clock::time_point start = Clock::now();
+  mask_filler_.Wait();
+  mask_wait_seconds_ += Seconds(Clock::now() - start);
 }
 
 void Engine::FailBatch(const scheduler::ScheduledBatch& batch, const std::string& error) {
@@ -589,6 +656,8 @@ void Engine::PublishStats(int64_t step_tokens) {
   local_.free_slots = scheduler_->num_free_slots();
   local_.free_kv_pages = scheduler_->num_free_pages();
   local_.num_preemptions_total = scheduler_->num_preemptions();
+  local_.constraint_mask_seconds_total = mask_filler_.total_compute_seconds();
+  local_.constraint_wait_seconds_total = mask_wait_seconds_;
   std::lock_guard lock(mu_);
   stats_ = local_;
   waiting_requests_ = local_.num_requests_waiting;

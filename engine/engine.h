@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/engine_api.h"
+#include "engine/mask_filler.h"
 #include "engine/sampler.h"
 #include "model/model_runner.h"
 #include "scheduler/request.h"
@@ -88,6 +89,7 @@ class Engine : public EngineApi {
     Clock::time_point last_token{};
     bool has_token = false;
     PenaltyHistory penalty_history;  // for device sampling of penalised draws (RowSamplings)
+    std::unique_ptr<scheduler::ConstraintMatcher> matcher;  // structured output; null: free
   };
   struct Incoming {
     scheduler::Request request;
@@ -128,6 +130,11 @@ class Engine : public EngineApi {
   SamplingContext ContextOf(const scheduler::ScheduledSeq& s) const;
   // What a device-sampling runner needs for each sampling seq of `batch`, in plan order.
   std::vector<model::RowSampling> RowSamplings(const scheduler::ScheduledBatch& batch);
+  // Sizes batch.plan.masks for the step's constrained draws, names their rows in plan.sampling
+  // (device sampling) and step_mask_rows_, and starts filling them on the mask thread; the
+  // plan's masks.ready waits for it. The masks depend on tokens accepted in the previous step.
+  void StartMasks(scheduler::ScheduledBatch& batch);
+  void WaitMasks();
   void FailBatch(const scheduler::ScheduledBatch& batch, const std::string& error);
   void EndAll(scheduler::FinishReason reason, const std::string& error);
   void PublishStats(int64_t step_tokens);
@@ -146,6 +153,10 @@ class Engine : public EngineApi {
   std::unordered_map<scheduler::SeqId, SeqState> seq_states_;
   std::vector<Pending> pending_events_;
   std::vector<scheduler::RequestId> completed_;  // every sample ended; erased in PublishStats
+  MaskFiller mask_filler_;
+  std::vector<int32_t> step_mask_rows_;  // per sampled row of the step: its mask row, or -1
+  std::vector<uint32_t> mask_words_;      // token-mask storage, lent to each step's plan
+  double mask_wait_seconds_ = 0.0;        // time steps waited for masks after queueing the forward
   EngineStats local_;                             // published to stats_ after each step
   int64_t step_index_ = 0;
 

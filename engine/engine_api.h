@@ -25,6 +25,10 @@ struct EngineStats {
   int32_t total_kv_pages = 0;
   int32_t max_seq_len = 0;              // the model's context (prompt + max_tokens must fit)
   int64_t num_preemptions_total = 0;    // sequences preempted for room (they resume, output kept)
+  // Structured outputs: seconds spent computing token masks (on the mask thread, overlapping the
+  // forward), and seconds steps waited for them beyond the forward.
+  double constraint_mask_seconds_total = 0.0;
+  double constraint_wait_seconds_total = 0.0;
   // request_success_total{finished_reason=...}: requests by the finish reason of their last sample.
   int64_t requests_finished_stop = 0;
   int64_t requests_finished_length = 0;

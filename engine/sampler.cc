@@ -297,6 +297,21 @@ absl::StatusOr<SampledToken> Sampler::Sample(std::span<const float> logits, cons
         fmt::format("logits row has {} entries, the vocabulary {}", logits.size(), vocab_size_));
   }
   const scheduler::SamplingParams& p = *ctx.params;
+  if (!ctx.allowed.empty()) {  // the mask comes first: everything after sees only allowed tokens
+    if (ctx.allowed.size() * 32 < logits.size()) {
+      return absl::InternalError(fmt::format("token mask of {} words for a row of {}", ctx.allowed.size(), logits.size()));
+    }
+    masked_.assign(logits.begin(), logits.end());
+    for (size_t w = 0; w * 32 < masked_.size(); ++w) {
+      const uint32_t word = ctx.allowed[w];
+      if (word == 0xFFFFFFFFu) continue;
+      const size_t end = std::min(masked_.size(), w * 32 + 32);
+      for (size_t i = w * 32; i < end; ++i) {
+        if (!((word >> (i - w * 32)) & 1u)) masked_[i] = kNegInf;
+      }
+    }
+    logits = masked_;
+  }
   const bool changes_logits = !ctx.banned.empty() || !p.logit_bias.empty() || p.repetition_penalty != 1.0f ||
                               p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
   std::span<const float> processed = logits;

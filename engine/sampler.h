@@ -1,5 +1,6 @@
 // Sampler: picks one sequence's next token from its f32 logits row (rank 0, on the CPU), in vLLM's
-// order: raw logprobs -> banned ids (stop ids below min_tokens) -> logit_bias -> penalties
+// order: the structured-output mask (disallowed tokens -inf, as vLLM applies its grammar bitmask
+// before the sampler) -> raw logprobs -> banned ids (stop ids below min_tokens) -> logit_bias -> penalties
 // (repetition, frequency, presence) -> greedy (temperature < 1e-5) or temperature -> min_p -> top_k
 // -> top_p -> draw. Logprobs are vLLM's default `raw_logprobs`: log-softmax of the model's logits
 // before any bias, penalty or temperature. Randomness is a counter-based stream per sequence
@@ -27,6 +28,8 @@ struct SamplingContext {
   std::span<const int32_t> output;   // frequency/presence penalties look at output only
   std::span<const int32_t> banned;   // ids masked to -inf (eos/stop ids while below min_tokens)
   uint64_t rng_seed = 0;             // the sequence's stream (SequenceSeed)
+  // Structured outputs: bit v % 32 of allowed[v / 32] set iff token v may be drawn (empty: all).
+  std::span<const uint32_t> allowed;
 };
 
 struct SampledToken {
@@ -94,6 +97,7 @@ class Sampler {
 
   int32_t vocab_size_;
   std::vector<TokenProb> kept_;       // the distribution being drawn from (capacity: vocab)
+  std::vector<float> masked_;         // [vocab] the row with the structured-output mask applied
   std::vector<float> processed_;      // [vocab] working copy of the row
   std::vector<uint32_t> seen_epoch_;  // [vocab] repetition penalty: token seen in this call
   uint32_t epoch_ = 0;

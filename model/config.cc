@@ -183,10 +183,10 @@ absl::StatusOr<RopeConfig> ReadRope(const FieldReader& text) {
   if (!(rope.partial_rotary_factor > 0 && rope.partial_rotary_factor <= 1))
     return r.Error("partial_rotary_factor", fmt::format("must be in (0, 1], got {}", rope.partial_rotary_factor));
 
+  rope.mrope_section_field = r.Path("mrope_section");
   if (const json* ms = r.Find("mrope_section")) {
     if (!ms->is_array() || ms->empty())
       return r.Error("mrope_section", fmt::format("expected a list of integers, got {}", Preview(*ms)));
-    rope.mrope_section.clear();
     for (const json& e : *ms) {
       if (!e.is_number_integer() || e.get<int64_t>() < 0)
         return r.Error("mrope_section", fmt::format("expected non-negative integers, got {}", Preview(*ms)));
@@ -236,11 +236,7 @@ absl::Status Validate(const Qwen35Config& c, const FieldReader& text) {
     return text.Error("partial_rotary_factor",
                       fmt::format("head_dim ({}) * partial_rotary_factor ({}) = {} is not a positive even integer",
                                   c.head_dim, c.rope.partial_rotary_factor, rot));
-  int64_t pairs = 0;
-  for (int64_t s : c.rope.mrope_section) pairs += s;
-  if (pairs != rot_i / 2)
-    return text.Error("rope_parameters.mrope_section",
-                      fmt::format("sums to {} but the rotary dim {} has {} frequency pairs", pairs, rot_i, rot_i / 2));
+  // rope.mrope_section is not checked against the rotary dim here: see MropeSectionFor3dPositions.
   if (!(c.rms_norm_eps > 0)) return text.Error("rms_norm_eps", fmt::format("must be positive, got {}", c.rms_norm_eps));
   if (c.max_position_embeddings <= 0)
     return text.Error("max_position_embeddings", fmt::format("must be positive, got {}", c.max_position_embeddings));
@@ -268,6 +264,27 @@ int64_t Qwen35Config::num_full_attention_layers() const {
 
 int64_t Qwen35Config::rotary_dim() const {
   return static_cast<int64_t>(std::llround(static_cast<double>(head_dim) * rope.partial_rotary_factor));
+}
+
+absl::StatusOr<std::vector<int64_t>> Qwen35Config::MropeSectionFor3dPositions() const {
+  static const std::vector<int64_t> kTransformersDefault = {11, 11, 10};
+  const bool absent = rope.mrope_section.empty();
+  const std::vector<int64_t>& section = absent ? kTransformersDefault : rope.mrope_section;
+  const int64_t pairs = rotary_dim() / 2;
+  int64_t sum = 0;
+  for (int64_t s : section) sum += s;
+  std::string problem;
+  if (section.size() != 3) {
+    problem = fmt::format("has {} entries; expected 3 (temporal, height, width)", section.size());
+  } else if (sum != pairs) {
+    problem = fmt::format("{}sums to {} but the rotary dim {} has {} frequency pairs",
+                          absent ? "is absent, and transformers' default [11, 11, 10] " : "", sum, rotary_dim(),
+                          pairs);
+  }
+  if (problem.empty()) return section;
+  return absl::InvalidArgumentError(
+      fmt::format("field '{}' {}: images and video need a 3-D position split that covers the rotary dim "
+                  "(text-only input needs none)", rope.mrope_section_field, problem));
 }
 
 std::vector<int32_t> Qwen35Config::stop_token_ids() const {

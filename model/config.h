@@ -37,10 +37,14 @@ struct RopeConfig {
   std::string rope_type = "default";   // "default" or "yarn" (`rope_type`, legacy key `type`)
   double theta = 10000.0;              // `rope_theta`; default is transformers' default_theta
   double partial_rotary_factor = 0.25; // fraction of head_dim rotated (4B: 0.25 -> rotary dim 64)
-  // MRoPE: rotary frequency pairs given to the temporal / height / width position components; sums
-  // to rotary_dim / 2. For text-only positions the three components are equal and this is plain
-  // partial RoPE. Default [11, 11, 10] (transformers' Qwen3-VL/3.5 rotary default).
-  std::vector<int64_t> mrope_section = {11, 11, 10};
+  // MRoPE: rotary frequency pairs given to the temporal / height / width position components, as
+  // the config gives them (`mrope_section`; empty when absent, as transformers writes it for a
+  // caller that sets none). For text-only positions the three components are equal, so any section
+  // is plain partial RoPE, even one that does not fit the rotary dim (transformers' interleaved
+  // split then truncates): a config is never refused for it. Only images and video need a split
+  // that fits: Qwen35Config::MropeSectionFor3dPositions().
+  std::vector<int64_t> mrope_section;
+  std::string mrope_section_field = "rope_parameters.mrope_section";  // where it is read (for errors)
   bool mrope_interleaved = true;       // sections interleaved over the pairs (always so in Qwen3.5)
   std::optional<double> factor;        // yarn only: context extension factor
   std::optional<int64_t> original_max_position_embeddings;  // yarn only
@@ -116,6 +120,10 @@ struct Qwen35Config {
   int64_t num_full_attention_layers() const;
   // Dimensions rotated per attention head: head_dim * partial_rotary_factor (4B: 64).
   int64_t rotary_dim() const;
+  // The MRoPE split 3-D (image / video) positions need: rope.mrope_section, or transformers'
+  // fallback [11, 11, 10] when the config has none. InvalidArgument naming the field when it does
+  // not have three entries summing to rotary_dim() / 2 (the config still serves text).
+  absl::StatusOr<std::vector<int64_t>> MropeSectionFor3dPositions() const;
   // Ids that end generation: generation_config.json's eos list, then config.json's, without
   // duplicates (FORMATS.md §1: <|im_end|> and <|endoftext|> for Qwen3.5). May be empty.
   std::vector<int32_t> stop_token_ids() const;

@@ -20,6 +20,9 @@ struct RowSampling {
   float presence_penalty = 0.0f;
   int32_t num_logprobs = -1;  // -1: none; k >= 0: the sampled id's raw logprob + the top k (k <= 20)
   double uniform = 0.0;       // this draw's uniform in [0, 1) (engine::UniformAt)
+  // The row of the step's TokenMasks (model/step_plan.h) this draw must keep to (structured
+  // outputs): tokens outside it are -inf before anything else; -1: no constraint.
+  int32_t mask_row = -1;
   std::vector<int32_t> banned;                    // ids masked to -inf
   std::vector<std::pair<int32_t, float>> bias;    // logit_bias
   std::vector<int32_t> history_ids;               // distinct ids of prompt + output (penalties)

@@ -6,9 +6,11 @@
 // state), `drafts` (the MTP block over positions of the previous step, then greedy drafts), the
 // forward of `seqs` (a ragged batch; a verify seq takes this step's drafts of its slot as its last
 // input tokens), and the sampling of its logit rows with `sampling` (runners that sample on their
-// device; ModelRunner::samples_on_device).
+// device; ModelRunner::samples_on_device), each first restricted to its row of `masks` if it names
+// one.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "model/row_sampling.h"
@@ -69,6 +71,24 @@ struct DraftWork {
   LogitsWanted logits = LogitsWanted::kNone;  // kAll: MTP logits of every position and draft step
 };
 
+// Allowed-token bitmasks of the step's constrained draws (structured outputs): row r allows token v
+// iff bit v % 32 of words[r * words_per_row + v / 32] is set (words_per_row = (vocab + 31) / 32).
+// A tensor-parallel rank holding vocab slice [v0, v1) reads the bits of its slice.
+struct TokenMasks {
+  int32_t words_per_row = 0;
+  std::vector<uint32_t> words;  // [rows, words_per_row]
+  // The engine fills `words` (already sized) on another thread while the forward runs: a runner
+  // calls ready() once it has queued the forward and before it first reads a mask; it returns when
+  // the masks are complete. Empty: complete already. Not encoded: a runner that ships the plan to
+  // other ranks calls it before encoding.
+  std::function<void()> ready;
+
+  int32_t rows() const { return words_per_row > 0 ? static_cast<int32_t>(words.size() / static_cast<size_t>(words_per_row)) : 0; }
+  void WaitReady() const {
+    if (ready) ready();
+  }
+};
+
 struct StepPlan {
   std::vector<SlotCopy> copies;
   std::vector<ColumnCommit> commits;
@@ -77,6 +97,7 @@ struct StepPlan {
   // One per logit row of the forward, in row order, for runners that sample on their device; empty:
   // the step returns logits and the engine samples on the host.
   std::vector<RowSampling> sampling;
+  TokenMasks masks;  // rows named by RowSampling::mask_row
 
   int64_t num_tokens() const {
     int64_t n = 0;

@@ -146,6 +146,21 @@ absl::Status ValidateStepPlan(const StepLimits& limits, const StepPlan& plan) {
     return absl::InvalidArgumentError(fmt::format("the step samples {} rows but its forward has {} logit rows",
                                                   plan.sampling.size(), LogitRows(plan)));
   }
+  const TokenMasks& m = plan.masks;
+  if (!m.words.empty() || m.words_per_row != 0) {
+    if (m.words_per_row != (limits.vocab_size + 31) / 32 || m.words.size() % static_cast<size_t>(m.words_per_row) != 0) {
+      return absl::InvalidArgumentError(fmt::format(
+          "the step's token masks have {} words of {} per row; the vocabulary of {} needs {} per row", m.words.size(),
+          m.words_per_row, limits.vocab_size, (limits.vocab_size + 31) / 32));
+    }
+  }
+  for (size_t r = 0; r < plan.sampling.size(); ++r) {
+    const int32_t row = plan.sampling[r].mask_row;
+    if (row < -1 || row >= m.rows()) {
+      return absl::InvalidArgumentError(
+          fmt::format("sampled row {} names token mask {} of the step's {}", r, row, m.rows()));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -28,7 +28,8 @@ absl::Status ValidateSeq(const StepLimits& limits, SlotId slot, int64_t start_po
 // hidden rows the previous forward left and pages covering their positions; every seq
 // (ValidateSeq) has a distinct slot, token and page ids in range, a verify length within the limit
 // and, when it takes drafts, this step's DraftWork of its slot with as many; the step's token
-// budget; one RowSampling per logit row when sampling is given.
+// budget; one RowSampling per logit row when sampling is given; token masks sized for the
+// vocabulary, and mask rows the step has.
 absl::Status ValidateStepPlan(const StepLimits& limits, const StepPlan& plan);
 
 }  // namespace sparkserve::model

@@ -61,6 +61,7 @@ bool SameRow(const model::RowSampling& a, const model::RowSampling& b) {
          SameFloat(a.min_p, b.min_p) && SameFloat(a.repetition_penalty, b.repetition_penalty) &&
          SameFloat(a.frequency_penalty, b.frequency_penalty) && SameFloat(a.presence_penalty, b.presence_penalty) &&
          a.num_logprobs == b.num_logprobs && SameDouble(a.uniform, b.uniform) && a.banned == b.banned &&
+         a.mask_row == b.mask_row &&
          a.history_ids == b.history_ids && a.history_output_counts == b.history_output_counts;
 }
 
@@ -116,6 +117,13 @@ std::string EncodeStepPlan(const model::StepPlan& plan) {
     }
     PutIds(r.history_ids, m->mutable_history_ids());
     PutIds(r.history_output_counts, m->mutable_history_output_counts());
+    m->set_mask_row_plus_one(static_cast<uint32_t>(r.mask_row + 1));
+  }
+  plan.masks.WaitReady();  // filled on the engine's mask thread while the step was being prepared
+  if (plan.masks.words_per_row > 0) {
+    TokenMasksMsg* m = msg.mutable_masks();
+    m->set_words_per_row(plan.masks.words_per_row);
+    m->mutable_words()->Add(plan.masks.words.begin(), plan.masks.words.end());
   }
   return msg.SerializeAsString();
 }
@@ -173,6 +181,20 @@ absl::StatusOr<model::StepPlan> DecodeStepPlan(std::string_view bytes) {
     for (size_t i = 0; i < bias_ids.size(); ++i) r.bias.emplace_back(bias_ids[i], m.bias_values(static_cast<int>(i)));
     if (auto s = GetIds(m.history_ids(), "history id", &r.history_ids); !s.ok()) return s;
     if (auto s = GetIds(m.history_output_counts(), "history count", &r.history_output_counts); !s.ok()) return s;
+    if (m.mask_row_plus_one() > static_cast<uint32_t>(std::numeric_limits<int32_t>::max())) {
+      return absl::InvalidArgumentError(fmt::format("step plan: mask row {} is past int32", m.mask_row_plus_one()));
+    }
+    r.mask_row = static_cast<int32_t>(m.mask_row_plus_one()) - 1;
+  }
+  if (msg.has_masks()) {
+    const TokenMasksMsg& m = msg.masks();
+    if (m.words_per_row() < 0 || (m.words_per_row() == 0 && m.words_size() > 0) ||
+        (m.words_per_row() > 0 && m.words_size() % m.words_per_row() != 0)) {
+      return absl::InvalidArgumentError(fmt::format("step plan: {} token mask words do not make rows of {}",
+                                                    m.words_size(), m.words_per_row()));
+    }
+    plan.masks.words_per_row = m.words_per_row();
+    plan.masks.words.assign(m.words().begin(), m.words().end());
   }
   return plan;
 }
@@ -205,7 +227,7 @@ bool SameStepPlan(const model::StepPlan& a, const model::StepPlan& b) {
   for (size_t i = 0; i < a.sampling.size(); ++i) {
     if (!SameRow(a.sampling[i], b.sampling[i])) return false;
   }
-  return true;
+  return a.masks.words_per_row == b.masks.words_per_row && a.masks.words == b.masks.words;
 }
 
 }  // namespace sparkserve::proto

@@ -3,9 +3,12 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "scheduler/output_constraint.h"
 
 namespace sparkserve::scheduler {
 
@@ -39,6 +42,7 @@ struct Request {
   int32_t max_tokens = 16;
   int32_t min_tokens = 0;
   int32_t n = 1;                   // parallel samples of the same prompt
+  std::shared_ptr<const OutputConstraint> constraint;  // structured output; null: free text
 };
 
 enum class FinishReason : uint8_t { kNone, kStop, kLength, kAbort, kError };

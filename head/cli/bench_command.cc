@@ -11,6 +11,7 @@
 #include "bench/serve_bench.h"
 #include "head/cli/commands.h"
 #include "head/cli/runner_flags.h"
+#include "nlohmann/json.hpp"
 
 namespace sparkserve::head {
 namespace {
@@ -56,6 +57,12 @@ void AddBenchServeSubcommand(CLI::App& bench, int* exit_code, const std::string*
   cmd->add_option("--sweep-concurrency", args->sweep_concurrency, "run once per max concurrency: 1,2,4,...")
       ->delimiter(',');
   cmd->add_flag("--ignore-eos", args->ignore_eos, "send ignore_eos: true (vLLM extension) to get full lengths");
+  cmd->add_option("--extra-body", args->extra_body,
+                  "a JSON object merged into every request, e.g. '{\"response_format\": {\"type\": \"json_object\"}}'")
+      ->check([](const std::string& v) {
+        const auto j = nlohmann::json::parse(v, nullptr, false);
+        return j.is_object() ? std::string() : std::string("--extra-body must be a JSON object");
+      });
   cmd->add_option("--warmup", args->warmup, "warm-up requests before each run, excluded from results");
   cmd->add_option("--seed", args->seed, "seed for datasets and arrivals")->capture_default_str();
   cmd->add_option("--request-timeout", args->request_timeout_s, "seconds per request before it counts as failed")

@@ -61,6 +61,24 @@ Part Classify(std::string_view name, std::string_view prefix) {
   return Part::kUnknown;
 }
 
+// The rotary embedding: what text uses (rotary_dim) and the MRoPE split as given (null when
+// absent), with the 3-D split images and video would use, or why there is none.
+ordered_json RopeJson(const model::Qwen35Config& cfg) {
+  ordered_json rope = {{"type", cfg.rope.rope_type},
+                       {"theta", cfg.rope.theta},
+                       {"partial_rotary_factor", cfg.rope.partial_rotary_factor},
+                       {"rotary_dim", cfg.rotary_dim()},
+                       {"mrope_section", cfg.rope.mrope_section.empty() ? ordered_json(nullptr)
+                                                                       : ordered_json(cfg.rope.mrope_section)}};
+  absl::StatusOr<std::vector<int64_t>> split = cfg.MropeSectionFor3dPositions();
+  if (split.ok()) {
+    rope["mrope_section_3d"] = *split;
+  } else {
+    rope["mrope_section_3d_error"] = std::string(split.status().message());
+  }
+  return rope;
+}
+
 absl::StatusOr<ordered_json> Inspect(const std::string& dir) {
   ASSIGN_OR_RETURN(model::Qwen35Config cfg, model::LoadQwen35Config(dir));
   ASSIGN_OR_RETURN(quant::Checkpoint ckpt, quant::Checkpoint::Open(dir));
@@ -76,6 +94,7 @@ absl::StatusOr<ordered_json> Inspect(const std::string& dir) {
   out["layer_types"] = std::move(types);
   out["layer_pattern"] = cfg.LayerPattern();
   out["tie_word_embeddings"] = cfg.tie_word_embeddings;
+  out["rope"] = RopeJson(cfg);
   if (const auto& q = ckpt.quantization_config()) {
     ordered_json groups = ordered_json::array();
     for (const quant::QuantScheme& s : q->groups) {
@@ -170,6 +189,14 @@ std::string RenderText(const ordered_json& j) {
   s += fmt::format("layers           {} (pattern {}, L = linear_attention, F = full_attention)\n",
                    j["num_layers"].get<int64_t>(), j["layer_pattern"].get<std::string>());
   s += fmt::format("tied embeddings  {}\n", j["tie_word_embeddings"].get<bool>() ? "yes" : "no");
+  const auto& rope = j["rope"];
+  s += fmt::format("rope             {}, theta {}, rotary dim {} (partial_rotary_factor {}), mrope_section {}\n",
+                   rope["type"].get<std::string>(), rope["theta"].get<double>(), rope["rotary_dim"].get<int64_t>(),
+                   rope["partial_rotary_factor"].get<double>(),
+                   rope["mrope_section"].is_null() ? std::string("absent") : rope["mrope_section"].dump());
+  if (rope.contains("mrope_section_3d_error")) {
+    s += fmt::format("                 text only: {}\n", rope["mrope_section_3d_error"].get<std::string>());
+  }
   if (j["quantization"].is_null()) {
     s += "quantization     none\n";
   } else {

@@ -1,5 +1,5 @@
-// Shared pieces of the model-running subcommands (score, run): parsing `--ids 1,2,3`, loading the
-// CPU model sized for one sequence, and the message for text input without a tokenizer.
+// Shared pieces of the model-running subcommands (score, run): parsing `--ids 1,2,3`, the model's
+// tokenizer, and the message for text input without a tokenizer.
 #pragma once
 #include <charconv>
 #include <filesystem>
@@ -11,7 +11,6 @@
 #include "absl/status/statusor.h"
 #include "fmt/format.h"
 #include "text/tokenizer/tokenizer.h"
-#include "model/cpu/cpu_model_loader.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -79,18 +78,6 @@ inline absl::StatusOr<std::vector<int32_t>> InputIds(const std::string& dir, con
   if (!encoded.ok()) return encoded.status();
   if (encoded->empty()) return absl::InvalidArgumentError("the text encodes to no tokens");
   return std::vector<int32_t>(encoded->begin(), encoded->end());
-}
-
-// A CPU runner with one slot sized for `max_len` positions.
-inline absl::StatusOr<std::unique_ptr<model::cpu::CpuModelRunner>> LoadSingleSequenceModel(const std::string& dir,
-                                                                                       int64_t max_len) {
-  model::cpu::CpuRunnerOptions o;
-  o.state.num_slots = 1;
-  o.state.kv_page_size = 16;
-  o.state.num_kv_pages = static_cast<int32_t>((max_len + 15) / 16);
-  o.state.max_verify_tokens = 1;
-  o.max_seq_len = static_cast<int32_t>(max_len);
-  return model::cpu::LoadCpuModel(dir, o);
 }
 
 }  // namespace sparkserve::head

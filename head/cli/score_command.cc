@@ -1,11 +1,15 @@
-// `sparkserve score MODEL_DIR (--ids 1,2,3 | --text T) [--out logits.npy]`: the logits of every
-// position on the CPU reference backend, as a float32 [T, vocab] .npy file or JSON on stdout.
+// `sparkserve score MODEL_DIR (--ids 1,2,3 | --text T) [--out logits.npy] [--backend cpu|cuda|auto]
+// [--kv-dtype --state-dtype]`: the logits of every position (default: the CPU reference backend), as
+// a float32 [T, vocab] .npy file or JSON on stdout; with --backend cuda, the GPU's logits to check
+// against the reference.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
 
 #include "head/cli/commands.h"
 #include "head/cli/model_command_args.h"
+#include "head/cli/runner_flags.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
@@ -29,33 +33,44 @@ absl::Status WriteNpyF32(const std::string& path, const float* data, int64_t row
   return absl::OkStatus();
 }
 
-int RunScore(const std::string& dir, const std::string& ids_text, const std::string& text, const std::string& out) {
-  auto ids = InputIds(dir, ids_text, text);
+struct ScoreArgs {
+  std::string dir, ids, text, out;
+  model::RunnerOptions runner;  // CPU by default
+};
+
+int RunScore(const ScoreArgs& a) {
+  auto ids = InputIds(a.dir, a.ids, a.text);
   if (!ids.ok()) {
     spdlog::error("score: {}", std::string(ids.status().message()));
     return 2;
   }
   const int64_t T = static_cast<int64_t>(ids->size());
-  auto runner = LoadSingleSequenceModel(dir, T);
-  if (!runner.ok()) {
-    spdlog::error("score: loading {}: {}", dir, std::string(runner.status().message()));
+  model::RunnerOptions options = a.runner;  // one sequence, the whole of it in one step
+  options.max_batch = 1;
+  options.max_seq_len = static_cast<int32_t>(std::max<int64_t>(T, 2));
+  options.max_step_tokens = options.max_seq_len;
+  auto loaded = model::LoadModelRunner(a.dir, options);
+  if (!loaded.ok()) {
+    spdlog::error("score: loading {} (--backend {}): {}", a.dir, model::BackendName(options.backend),
+                  std::string(loaded.status().message()));
     return 1;
   }
+  model::ModelRunner& runner = *loaded->runner;
   model::StepPlan plan;
   model::SeqWork s;
   s.tokens = *ids;
   s.logits = model::LogitsWanted::kAll;
-  for (int32_t p = 0; p < (*runner)->capacity().num_kv_pages; ++p) s.kv_pages.push_back(p);
+  for (int32_t p = 0; p < runner.capacity().num_kv_pages; ++p) s.kv_pages.push_back(p);
   plan.seqs.push_back(std::move(s));
-  auto step = (*runner)->Run(plan);
+  auto step = runner.Run(plan);
   if (!step.ok()) {
     spdlog::error("score: {}", std::string(step.status().message()));
     return 1;
   }
   const int64_t V = step->logits.dim(1);
   const float* L = step->logits.data<float>();
-  if (!out.empty()) {
-    if (auto st = WriteNpyF32(out, L, T, V); !st.ok()) {
+  if (!a.out.empty()) {
+    if (auto st = WriteNpyF32(a.out, L, T, V); !st.ok()) {
       spdlog::error("score: {}", std::string(st.message()));
       return 1;
     }
@@ -73,24 +88,24 @@ int RunScore(const std::string& dir, const std::string& ids_text, const std::str
 }  // namespace
 
 void AddScoreCommand(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("score", "logits for every position of a token sequence (CPU reference backend)");
-  auto dir = std::make_shared<std::string>();
-  auto ids = std::make_shared<std::string>();
-  auto text = std::make_shared<std::string>();
-  auto out = std::make_shared<std::string>();
-  cmd->add_option("MODEL_DIR", *dir, "model directory (config.json + safetensors)")->required();
-  auto* ids_opt = cmd->add_option("--ids", *ids, "comma-separated token ids, e.g. 1,2,3");
-  auto* text_opt = cmd->add_option("--text", *text, "text, encoded with MODEL_DIR/tokenizer.json");
+  auto* cmd = app.add_subcommand("score", "logits for every position of a token sequence (CPU reference backend "
+                                          "by default)");
+  auto a = std::make_shared<ScoreArgs>();
+  cmd->add_option("MODEL_DIR", a->dir, "model directory (config.json + safetensors)")->required();
+  auto* ids_opt = cmd->add_option("--ids", a->ids, "comma-separated token ids, e.g. 1,2,3");
+  auto* text_opt = cmd->add_option("--text", a->text, "text, encoded with MODEL_DIR/tokenizer.json");
   ids_opt->excludes(text_opt);
-  cmd->add_option("--out", *out, "write float32 [T, vocab] logits to this .npy file (default: JSON on stdout)");
+  cmd->add_option("--out", a->out, "write float32 [T, vocab] logits to this .npy file (default: JSON on stdout)");
+  AddBackendOption(cmd, &a->runner, "cpu: the fp32 reference");
+  AddCacheDtypeOptions(cmd, &a->runner);
   cmd->callback([=] {
     UseStderrLogging(cmd);
-    if (ids->empty() && text->empty()) {
+    if (a->ids.empty() && a->text.empty()) {
       spdlog::error("score: give --ids or --text");
       *exit_code = 2;
       return;
     }
-    *exit_code = RunScore(*dir, *ids, *text, *out);
+    *exit_code = RunScore(*a);
   });
 }
 

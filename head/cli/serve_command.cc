@@ -17,6 +17,7 @@
 #include "head/http/http_server.h"
 #include "head/http/model_output_parser.h"
 #include "head/http/model_text_codec.h"
+#include "text/constraint/grammar_compiler.h"
 #include "spdlog/spdlog.h"
 
 namespace sparkserve::head {
@@ -151,6 +152,11 @@ int Serve(const ServeArgs& a) {
   (*engine)->Start();
   ctx.codec = codec->get();
   ctx.engine = engine->get();
+  // Structured outputs: grammars compiled against the model's vocabulary (its rows past the
+  // tokenizer's ids have no text), cached by content.
+  ctx.grammars = std::make_shared<text::constraint::GrammarCompiler>(
+      text::constraint::TokenVocabulary::FromTokenizer((*codec)->tokenizer(), (*engine)->capacity().vocab_size));
+  ctx.reasoning_end = *family == text::ModelFamily::kNone ? "" : "</think>";
   ctx.default_sampling = DefaultSampling(config);
   ready.store(true);
   spdlog::info("serve: model '{}' ready on http://{}:{} ({}, max_batch {}, max_seq_len {}, eos {})", ctx.model_name,
@@ -165,6 +171,10 @@ int Serve(const ServeArgs& a) {
                  a.drain_timeout_s);
   }
   (*engine)->Shutdown();
+  const engine::EngineStats stats = (*engine)->Stats();
+  spdlog::info("serve: structured outputs: {} grammars compiled ({} cache hits); masks computed for {:.3f} s, "
+               "steps waited {:.3f} s for them", ctx.grammars->misses(), ctx.grammars->hits(),
+               stats.constraint_mask_seconds_total, stats.constraint_wait_seconds_total);
   server.Stop();
   spdlog::info("serve: stopped");
   return 0;

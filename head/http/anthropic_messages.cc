@@ -6,6 +6,7 @@
 #include "head/http/generation.h"
 #include "head/http/openai_chat.h"
 #include "head/http/sampling_fields.h"
+#include "head/http/structured_output.h"
 #include "head/http/tool_choice.h"
 
 namespace sparkserve::head::http {
@@ -139,10 +140,10 @@ Json AnthropicTemplateKwargs(const Json& body) {
       throw RequestError(400, "thinking: must be {\"type\": \"enabled\", ...} or {\"type\": \"disabled\"}", "thinking");
     }
     std::string type = (*t)["type"].get<std::string>();
-    if (type != "enabled" && type != "disabled") {
+    if (type != "enabled" && type != "adaptive" && type != "disabled") {
       throw RequestError(400, fmt::format("thinking.type: unexpected value '{}'", type), "thinking");
     }
-    thinking = type == "enabled";
+    thinking = type != "disabled";  // adaptive: the model decides how much; Qwen thinks when allowed
   }
   return Json{{"enable_thinking", thinking}};
 }
@@ -330,6 +331,10 @@ void HandleMessages(const ServingContext& ctx, ServingMetrics* metrics, const Ht
 
   GenerationSetup setup;
   setup.request = MakeEngineRequest(fields, std::move(chat.prompt_ids), resolved);
+  // A forced tool (tool_choice any / tool) follows its input_schema.
+  const bool one_call = body.contains("tool_choice") && body["tool_choice"].is_object() &&
+                        body["tool_choice"].value("disable_parallel_tool_use", false);
+  setup.request.constraint = ForcedToolCallConstraint(ctx, tools, tool_choice, !one_call);
   setup.stop_strings = fields.stop_strings;
   setup.parse_output = true;
   setup.parser_options.starts_in_reasoning = chat.starts_in_reasoning;

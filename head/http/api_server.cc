@@ -75,6 +75,7 @@ Json Tokenize(const ServingContext& ctx, const Json& body) {
       if (!k->is_object()) throw RequestError(400, "'chat_template_kwargs' must be an object", "chat_template_kwargs");
       kwargs = *k;
     }
+    ApplyReasoningEffort(body, kwargs);  // the prompt chat completions would render
     bool add_gen = OptBool(body, "add_generation_prompt").value_or(true);
     bool cont = OptBool(body, "continue_final_message").value_or(false);
     std::string prompt = RenderChatPrompt(ctx, messages, tools, add_gen, cont, kwargs).prompt;

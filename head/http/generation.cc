@@ -58,8 +58,11 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
         setup_(std::move(setup)),
         formatter_(std::move(formatter)),
         info_(std::move(info)) {
-    int n = std::max(1, setup_.request.n);
-    for (int i = 0; i < n; ++i) {
+    requests_.push_back(std::move(setup_.request));
+    for (auto& r : setup_.more_requests) requests_.push_back(std::move(r));
+    setup_.more_requests.clear();
+    n_ = std::max(1, requests_.front().n);
+    for (size_t i = 0; i < requests_.size() * static_cast<size_t>(n_); ++i) {
       std::unique_ptr<PieceParser> parser;
       if (setup_.parse_output && ctx_.parser_factory) parser = ctx_.parser_factory(setup_.parser_options);
       samples_.push_back(Sample{
@@ -68,29 +71,37 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
                                        setup_.include_stop_str_in_output),
           SampleResult{}, false, false});
     }
-    prompt_tokens_ = static_cast<int64_t>(setup_.request.prompt_ids.size());
+    for (const auto& r : requests_) prompt_tokens_ += static_cast<int64_t>(r.prompt_ids.size());
   }
 
   void Start() {
     auto self = shared_from_this();
     auto exec = channel_->executor();
-    engine::TokenSink sink = [self, exec](const scheduler::TokenEvent& ev) {
-      boost::asio::post(exec, [self, ev] { self->OnEvent(ev); });
-    };
-    scheduler::Request req = setup_.request;
-    req.stop.stop_strings = setup_.stop_strings;
-    req.stop.include_stop_str_in_output = setup_.include_stop_str_in_output;
-    auto id = ctx_.engine->Submit(std::move(req), std::move(sink));
-    if (!id.ok()) {
-      ApiError e = ApiErrorFromStatus(id.status());
-      done_ = true;
-      Log(e.status, "rejected", std::string(id.status().message()));
-      if (metrics_) metrics_->CountHttpResponse(e.status);
-      channel_->Respond(ErrorResponse(flavor_, e));
-      return;
+    for (size_t p = 0; p < requests_.size(); ++p) {
+      const int32_t first_sample = static_cast<int32_t>(p) * n_;
+      engine::TokenSink sink = [self, exec, first_sample](const scheduler::TokenEvent& ev) {
+        boost::asio::post(exec, [self, ev, first_sample] { self->OnEvent(ev, first_sample); });
+      };
+      scheduler::Request req = std::move(requests_[p]);
+      req.n = n_;
+      req.stop.stop_strings = setup_.stop_strings;
+      req.stop.include_stop_str_in_output = setup_.include_stop_str_in_output;
+      auto id = ctx_.engine->Submit(std::move(req), std::move(sink));
+      if (!id.ok()) {
+        // The prompts accepted so far go too: the response is all or nothing.
+        ApiError e = ApiErrorFromStatus(id.status());
+        done_ = true;
+        for (scheduler::RequestId accepted : ids_) ctx_.engine->Cancel(accepted);
+        Log(e.status, "rejected", std::string(id.status().message()));
+        if (metrics_) metrics_->CountHttpResponse(e.status);
+        channel_->Respond(ErrorResponse(flavor_, e));
+        return;
+      }
+      ids_.push_back(*id);
     }
-    id_ = *id;
+    requests_.clear();
     submitted_ = true;
+    ended_early_.assign(ids_.size(), false);
     channel_->OnClientGone([self] { self->ClientGone(); });
     if (setup_.stream && !done_) formatter_->Begin();
   }
@@ -105,7 +116,9 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
 
   void ClientGone() {
     client_gone_ = true;
-    if (!done_ && submitted_) ctx_.engine->Cancel(id_);
+    if (!done_ && submitted_) {
+      for (scheduler::RequestId id : ids_) ctx_.engine->Cancel(id);
+    }
   }
 
   void Absorb(Sample& s, const std::vector<OutputPiece>& pieces) {
@@ -130,15 +143,17 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
     AppendPieces(s.result.pieces, pieces);
   }
 
-  void OnEvent(const scheduler::TokenEvent& ev) {
+  // `ev` of the engine request whose samples start at `first_sample`.
+  void OnEvent(scheduler::TokenEvent ev, int32_t first_sample) {
     if (done_) return;
-    if (ev.index < 0 || ev.index >= static_cast<int32_t>(samples_.size())) {
-      spdlog::error("http: engine event for sample {} of a {}-sample request", ev.index, samples_.size());
+    if (ev.index < 0 || ev.index >= n_) {
+      spdlog::error("http: engine event for sample {} of a {}-sample request", ev.index, n_);
       return;
     }
+    ev.index += first_sample;
     Sample& s = samples_[ev.index];
     if (ev.finish != FinishReason::kNone) s.engine_finished = true;
-    if (s.done) return MaybeCancelAfterStops();
+    if (s.done) return MaybeEndAfterStops(ev.index / n_);
     auto now = Clock::now();
     if (!ev.ids.empty() && !first_token_) first_token_ = now;
     s.result.ids.insert(s.result.ids.end(), ev.ids.begin(), ev.ids.end());
@@ -162,20 +177,22 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
     ++done_count_;
     if (s.result.finish == FinishReason::kError) return Fail(ev.error);
     if (setup_.stream && !client_gone_) formatter_->SampleFinished(ev.index, s.result);
-    MaybeCancelAfterStops();
+    MaybeEndAfterStops(ev.index / n_);
     if (done_count_ == static_cast<int>(samples_.size())) Complete();
   }
 
-  // Every sample is done for the client but the engine still runs some (stop strings): end it.
-  void MaybeCancelAfterStops() {
-    if (cancelled_ || done_count_ != static_cast<int>(samples_.size())) return;
-    for (const auto& s : samples_) {
-      if (!s.engine_finished) {
-        cancelled_ = true;
-        ctx_.engine->Finish(id_, FinishReason::kStop);  // stop strings: ends as stopped
-        return;
-      }
+  // Every sample of engine request `p` is done for the client but the engine still runs some
+  // (stop strings): end that request.
+  void MaybeEndAfterStops(int32_t p) {
+    if (ended_early_[p]) return;
+    bool engine_running = false;
+    for (int32_t i = p * n_; i < (p + 1) * n_; ++i) {
+      if (!samples_[i].done) return;
+      engine_running = engine_running || !samples_[i].engine_finished;
     }
+    if (!engine_running) return;
+    ended_early_[p] = true;
+    ctx_.engine->Finish(ids_[p], FinishReason::kStop);  // stop strings: ends as stopped
   }
 
   Usage MakeUsage() const {
@@ -186,9 +203,8 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
 
   void Fail(const std::string& message) {
     done_ = true;
-    if (!cancelled_) {
-      cancelled_ = true;
-      ctx_.engine->Cancel(id_);
+    for (size_t p = 0; p < ids_.size(); ++p) {
+      if (!ended_early_[p]) ctx_.engine->Cancel(ids_[p]);
     }
     ApiError e{500, fmt::format("generation failed: {}", message), "", 0};
     if (metrics_) metrics_->CountHttpResponse(setup_.stream ? 200 : 500);
@@ -228,11 +244,13 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
   GenerationSetup setup_;
   std::unique_ptr<GenerationFormatter> formatter_;
   RequestInfo info_;
-  std::vector<Sample> samples_;
-  scheduler::RequestId id_ = 0;
+  std::vector<scheduler::Request> requests_;  // until submitted
+  int32_t n_ = 1;                             // samples per engine request
+  std::vector<Sample> samples_;               // request p's sample i at p * n_ + i
+  std::vector<scheduler::RequestId> ids_;     // the engine's, per request
+  std::vector<bool> ended_early_;             // per request: Finish() sent after stop strings
   bool submitted_ = false;
   bool done_ = false;
-  bool cancelled_ = false;
   bool client_gone_ = false;
   int done_count_ = 0;
   int64_t prompt_tokens_ = 0;

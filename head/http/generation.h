@@ -1,8 +1,8 @@
 // Generation: runs one generate request against the engine for any of the APIs. It submits the
-// Request, turns each sample's token events into text pieces (SampleText) on the connection's
-// strand, hands them to the API's GenerationFormatter (streaming deltas, or the whole response at
-// the end), cancels the engine request when the client leaves or every sample hit a stop string,
-// and records metrics and the request's log line.
+// Request (or one per prompt of a batch), turns each sample's token events into text pieces
+// (SampleText) on the connection's strand, hands them to the API's GenerationFormatter (streaming
+// deltas, or the whole response at the end), cancels the engine requests when the client leaves or
+// their samples hit stop strings, and records metrics and the request's log line.
 #pragma once
 #include <chrono>
 #include <memory>
@@ -42,7 +42,8 @@ struct Usage {
   int64_t completion_tokens = 0;
 };
 
-// One API's response shape. Called on the connection's strand.
+// One API's response shape. Called on the connection's strand. A sample `index` counts over all
+// of the setup's engine requests (see GenerationSetup::more_requests).
 class GenerationFormatter {
  public:
   virtual ~GenerationFormatter() = default;
@@ -61,6 +62,10 @@ class GenerationFormatter {
 
 struct GenerationSetup {
   scheduler::Request request;
+  // Further prompts answered in the same response (/v1/completions with a list of prompts), each
+  // an engine request of its own with the same n: the samples of request p (request above is p = 0)
+  // are numbered p * n + i, the choice index of the OpenAI API.
+  std::vector<scheduler::Request> more_requests;
   std::vector<std::string> stop_strings;  // matched on the decoded text here
   bool include_stop_str_in_output = false;
   bool skip_special_tokens = true;

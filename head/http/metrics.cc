@@ -78,6 +78,10 @@ std::string ServingMetrics::Render(const engine::EngineStats& st) const {
 
   counter("num_preemptions", "Cumulative number of preemptions.",
           static_cast<double>(st.num_preemptions_total));
+  counter("constraint_mask_seconds", "Seconds spent computing structured-output token masks (beside the forward).",
+          st.constraint_mask_seconds_total);
+  counter("constraint_wait_seconds", "Seconds steps waited for structured-output token masks after the forward.",
+          st.constraint_wait_seconds_total);
   {
     std::string name = "sparkserve:request_success";
     Head(out, name, "counter", "Count of successfully processed requests.");

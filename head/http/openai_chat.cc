@@ -1,12 +1,16 @@
 // /v1/chat/completions: parsing, chat rendering and the OpenAI chat response shapes.
 #include "head/http/openai_chat.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <string_view>
 
 #include "fmt/format.h"
 #include "text/output/output_parser.h"
 #include "head/http/api_error.h"
 #include "head/http/sampling_fields.h"
+#include "head/http/structured_output.h"
 #include "head/http/tool_choice.h"
 
 namespace sparkserve::head::http {
@@ -70,9 +74,13 @@ Json NormalizeChatMessages(const Json& messages) {
     Json msg = Json::object();
     msg["role"] = role == "developer" ? "system" : role;
     auto content = m.find("content");
-    if (content != m.end()) {
+    if (role == "assistant" && (content == m.end() || content->is_null())) {
+      // What the OpenAI SDK returns after a tool call, and every agent loop appends as is. Templates
+      // test and concatenate content (the Qwen3 one fails on `'</think>' in None`): the empty text.
+      msg["content"] = "";
+    } else if (content != m.end()) {
       msg["content"] = NormalizeContent(*content, i);
-    } else if (role != "assistant") {
+    } else {
       throw RequestError(400, fmt::format("messages[{}] ({}) needs 'content'", i, role), "messages");
     }
     if (role == "assistant") {
@@ -136,6 +144,21 @@ Json NormalizeChatTools(const Json& body) {
     out.push_back(t);
   }
   return out;
+}
+
+void ApplyReasoningEffort(const Json& body, Json& template_kwargs) {
+  auto it = body.find("reasoning_effort");
+  if (it == body.end() || it->is_null()) return;
+  static constexpr std::string_view kLevels[] = {"none", "minimal", "low", "medium", "high", "xhigh", "max"};
+  const bool known = it->is_string() &&
+                     std::find(std::begin(kLevels), std::end(kLevels), it->get<std::string>()) != std::end(kLevels);
+  if (!known) {
+    throw RequestError(400, "'reasoning_effort' must be one of none, minimal, low, medium, high, xhigh, max",
+                       "reasoning_effort");
+  }
+  const std::string effort = it->get<std::string>();
+  if (!template_kwargs.contains("reasoning_effort")) template_kwargs["reasoning_effort"] = effort;
+  if (!template_kwargs.contains("enable_thinking")) template_kwargs["enable_thinking"] = effort != "none";
 }
 
 RenderedChat RenderChatPrompt(const ServingContext& ctx, const Json& messages, const Json& tools,
@@ -342,6 +365,7 @@ void HandleChatCompletions(const ServingContext& ctx, ServingMetrics* metrics, c
     if (!k->is_object()) throw RequestError(400, "'chat_template_kwargs' must be an object", "chat_template_kwargs");
     kwargs = *k;
   }
+  ApplyReasoningEffort(body, kwargs);
   bool add_generation_prompt = OptBool(body, "add_generation_prompt").value_or(true);
   bool continue_final = OptBool(body, "continue_final_message").value_or(false);
   if (add_generation_prompt && continue_final) {
@@ -377,6 +401,7 @@ void HandleChatCompletions(const ServingContext& ctx, ServingMetrics* metrics, c
                                                                                : "max_tokens");
   GenerationSetup setup;
   setup.request = MakeEngineRequest(fields, std::move(chat.prompt_ids), max_tokens);
+  setup.request.constraint = ChatOutputConstraint(ctx, body, tools, tool_choice, chat.starts_in_reasoning);
   setup.stop_strings = fields.stop_strings;
   setup.include_stop_str_in_output = fields.include_stop_str_in_output;
   setup.skip_special_tokens = fields.skip_special_tokens;

@@ -13,8 +13,14 @@
 namespace sparkserve::head::http {
 
 // OpenAI `messages` as the chat template wants them: text parts joined into a string (image or
-// audio parts: 400), assistant tool-call arguments parsed into objects, roles checked.
+// audio parts: 400), an assistant's null or absent content as "" (a tool-call turn as the SDK
+// returns it), assistant tool-call arguments parsed into objects, roles checked.
 Json NormalizeChatMessages(const Json& messages);
+// OpenAI `reasoning_effort` for templates that know only enable_thinking (the Qwen ones): "none"
+// turns thinking off and every other level on, unless `template_kwargs` (chat_template_kwargs) set
+// enable_thinking themselves; the level is also a template variable, as vLLM passes it. 400 for a
+// value the OpenAI API does not define.
+void ApplyReasoningEffort(const Json& body, Json& template_kwargs);
 // OpenAI `tools` checked ({type: function, function: {name, ...}}); null when absent or empty.
 Json NormalizeChatTools(const Json& body);
 

@@ -6,6 +6,7 @@
 #include "head/http/generation.h"
 #include "head/http/openai_chat.h"
 #include "head/http/sampling_fields.h"
+#include "head/http/structured_output.h"
 
 namespace sparkserve::head::http {
 
@@ -25,29 +26,46 @@ std::vector<int32_t> IdsFromJson(const ServingContext& ctx, const Json& arr) {
 
 }  // namespace
 
-std::vector<int32_t> ReadCompletionPrompt(const ServingContext& ctx, const Json& body, std::string* text) {
+std::vector<CompletionPrompt> ReadCompletionPrompts(const ServingContext& ctx, const Json& body) {
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) throw RequestError(400, "'prompt' is required", "prompt");
-  const Json* p = &*it;
-  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
-  bool add_special = OptBool(body, "add_special_tokens").value_or(true);
-  std::vector<int32_t> ids;
-  if (p->is_string()) {
-    *text = p->get<std::string>();
-    auto enc = ctx.codec->Encode(*text, add_special);
-    if (!enc.ok()) throw RequestError(400, fmt::format("cannot tokenize 'prompt': {}", std::string(enc.status().message())), "prompt");
-    ids = std::move(*enc);
-  } else if (p->is_array() && !p->empty() && p->front().is_number_integer()) {
-    ids = IdsFromJson(ctx, *p);
-    *text = ctx.codec->Decode(ids, /*skip_special_tokens=*/false);
-  } else if (p->is_array() && p->size() > 1) {
-    throw RequestError(400, "several prompts in one request are not supported; send one request per prompt", "prompt");
-  } else {
-    throw RequestError(400, "'prompt' must be a string, an array of token ids, or a one-element array of either",
-                       "prompt");
+  const bool add_special = OptBool(body, "add_special_tokens").value_or(true);
+  auto read_one = [&](const Json& p) {
+    CompletionPrompt out;
+    if (p.is_string()) {
+      out.text = p.get<std::string>();
+      auto enc = ctx.codec->Encode(out.text, add_special);
+      if (!enc.ok()) {
+        throw RequestError(400, fmt::format("cannot tokenize 'prompt': {}", std::string(enc.status().message())),
+                           "prompt");
+      }
+      out.ids = std::move(*enc);
+    } else {
+      out.ids = IdsFromJson(ctx, p);
+      out.text = ctx.codec->Decode(out.ids, /*skip_special_tokens=*/false);
+    }
+    if (out.ids.empty()) throw RequestError(400, "'prompt' must not be empty", "prompt");
+    return out;
+  };
+  const Json& p = *it;
+  const char* kShape = "'prompt' must be a string, an array of token ids, or an array of strings or of token-id arrays";
+  if (p.is_string()) return {read_one(p)};
+  if (!p.is_array() || p.empty()) throw RequestError(400, kShape, "prompt");
+  if (p.front().is_number()) return {read_one(p)};  // one prompt of token ids
+  if (p.size() > kMaxCompletionPrompts) {
+    throw RequestError(400, fmt::format("{} prompts in one request; at most {} prompts are allowed", p.size(),
+                                        kMaxCompletionPrompts), "prompt");
   }
-  if (ids.empty()) throw RequestError(400, "'prompt' must not be empty", "prompt");
-  return ids;
+  std::vector<CompletionPrompt> prompts;
+  for (const Json& one : p) {
+    // A list holds prompts of one kind: strings, or token-id lists (as the OpenAI API types it).
+    const bool same_kind = p.front().is_string() ? one.is_string() : one.is_array();
+    if (!same_kind || (one.is_array() && !one.empty() && !one.front().is_number())) {
+      throw RequestError(400, kShape, "prompt");
+    }
+    prompts.push_back(read_one(one));
+  }
+  return prompts;
 }
 
 namespace {
@@ -63,8 +81,9 @@ const char* CompletionFinishReason(const SampleResult& r) {
 
 class CompletionFormatter : public GenerationFormatter {
  public:
+  // `echo`: per prompt, the text each of its choices starts with ("" without echo); `n` choices a prompt.
   CompletionFormatter(const ServingContext& ctx, std::shared_ptr<ResponseChannel> channel, std::string id,
-                      bool stream, bool include_usage, int logprobs, std::string echo_text, int n)
+                      bool stream, bool include_usage, int logprobs, std::vector<std::string> echo, int n)
       : ctx_(ctx),
         channel_(std::move(channel)),
         id_(std::move(id)),
@@ -72,18 +91,18 @@ class CompletionFormatter : public GenerationFormatter {
         stream_(stream),
         include_usage_(include_usage),
         logprobs_(logprobs),
-        echo_(std::move(echo_text)),
-        sent_logprobs_(static_cast<size_t>(n), 0),
-        text_offset_(static_cast<size_t>(n), 0),
-        n_(n) {}
+        echo_(std::move(echo)),
+        n_(n),
+        sent_logprobs_(echo_.size() * static_cast<size_t>(n), 0),
+        text_offset_(echo_.size() * static_cast<size_t>(n), 0) {}
 
   void Begin() override {
     channel_->StartStream(200, "text/event-stream");
-    if (!echo_.empty()) {
-      for (int i = 0; i < n_; ++i) {
-        Send(Chunk(i, echo_, nullptr, nullptr));
-        text_offset_[i] = echo_.size();
-      }
+    for (size_t i = 0; i < text_offset_.size(); ++i) {
+      const std::string& echo = Echo(i);
+      if (echo.empty()) continue;
+      Send(Chunk(static_cast<int32_t>(i), echo, nullptr, nullptr));
+      text_offset_[i] = echo.size();
     }
   }
 
@@ -126,8 +145,8 @@ class CompletionFormatter : public GenerationFormatter {
     Json choices = Json::array();
     for (size_t i = 0; i < results.size(); ++i) {
       const SampleResult& r = results[i];
-      Json choice = {{"index", i}, {"text", echo_ + r.content}};
-      choice["logprobs"] = logprobs_ >= 0 ? Logprobs(r, 0, r.logprobs.size(), echo_.size()) : Json(nullptr);
+      Json choice = {{"index", i}, {"text", Echo(i) + r.content}};
+      choice["logprobs"] = logprobs_ >= 0 ? Logprobs(r, 0, r.logprobs.size(), Echo(i).size()) : Json(nullptr);
       choice["finish_reason"] = CompletionFinishReason(r);
       choice["stop_reason"] = r.stop_string ? Json(*r.stop_string) : Json(nullptr);
       choices.push_back(std::move(choice));
@@ -160,6 +179,7 @@ class CompletionFormatter : public GenerationFormatter {
     }
     return Json{{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
   }
+  const std::string& Echo(size_t choice) const { return echo_.at(choice / static_cast<size_t>(n_)); }
   Json Base() const {
     return Json{{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", ctx_.model_name}};
   }
@@ -180,10 +200,10 @@ class CompletionFormatter : public GenerationFormatter {
   bool stream_;
   bool include_usage_;
   int logprobs_;
-  std::string echo_;
-  std::vector<size_t> sent_logprobs_;
-  std::vector<size_t> text_offset_;
+  std::vector<std::string> echo_;  // per prompt
   int n_;
+  std::vector<size_t> sent_logprobs_;  // per choice
+  std::vector<size_t> text_offset_;    // per choice
 };
 
 }  // namespace
@@ -192,8 +212,7 @@ void HandleCompletions(const ServingContext& ctx, ServingMetrics* metrics, const
                        std::shared_ptr<ResponseChannel> channel) {
   Json body = ParseJsonObject(req.body);
   CheckModelName(body, ctx);
-  std::string prompt_text;
-  std::vector<int32_t> ids = ReadCompletionPrompt(ctx, body, &prompt_text);
+  std::vector<CompletionPrompt> prompts = ReadCompletionPrompts(ctx, body);
   if (auto s = OptString(body, "suffix"); s && !s->empty()) {
     throw RequestError(400, "'suffix' is not supported", "suffix");
   }
@@ -214,12 +233,29 @@ void HandleCompletions(const ServingContext& ctx, ServingMetrics* metrics, const
   }
   SamplingFields fields = ReadSamplingFields(body, ctx, {"max_tokens"});
   fields.sampling.logprobs = logprobs;
+  if (prompts.size() * static_cast<size_t>(fields.n) > kMaxCompletionPrompts) {
+    throw RequestError(400, fmt::format("{} prompts times n = {} asks for {} sequences; at most {} are allowed",
+                                        prompts.size(), fields.n, prompts.size() * fields.n, kMaxCompletionPrompts),
+                       "n");
+  }
   // The legacy API defaults max_tokens to 16.
   if (!fields.max_tokens && !body.contains("max_tokens")) fields.max_tokens = 16;
-  int32_t max_tokens = ResolveMaxTokens(ctx, ids.size(), fields.max_tokens, "max_tokens");
 
   GenerationSetup setup;
-  setup.request = MakeEngineRequest(fields, std::move(ids), max_tokens);
+  std::shared_ptr<const scheduler::OutputConstraint> constraint =
+      ReadOutputConstraint(ctx, body, /*starts_in_reasoning=*/false);
+  std::vector<std::string> echo_texts;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    int32_t max_tokens = ResolveMaxTokens(ctx, prompts[p].ids.size(), fields.max_tokens, "max_tokens");
+    scheduler::Request r = MakeEngineRequest(fields, std::move(prompts[p].ids), max_tokens);
+    r.constraint = constraint;
+    if (p == 0) {
+      setup.request = std::move(r);
+    } else {
+      setup.more_requests.push_back(std::move(r));
+    }
+    echo_texts.push_back(echo ? std::move(prompts[p].text) : std::string());
+  }
   setup.stop_strings = fields.stop_strings;
   setup.include_stop_str_in_output = fields.include_stop_str_in_output;
   setup.skip_special_tokens = fields.skip_special_tokens;
@@ -227,7 +263,7 @@ void HandleCompletions(const ServingContext& ctx, ServingMetrics* metrics, const
   setup.stream = stream;
   RequestInfo info{req.method, req.path, req.remote, "cmpl-" + RandomHex(32), std::chrono::steady_clock::now()};
   auto formatter = std::make_unique<CompletionFormatter>(ctx, channel, info.response_id, stream, include_usage,
-                                                         logprobs, echo ? prompt_text : std::string(), fields.n);
+                                                         logprobs, std::move(echo_texts), fields.n);
   StartGeneration(ctx, metrics, std::move(channel), ApiFlavor::kOpenAi, std::move(setup), std::move(formatter),
                   std::move(info));
 }

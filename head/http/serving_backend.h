@@ -17,6 +17,10 @@
 #include "head/http/json_io.h"
 #include "scheduler/request.h"
 
+namespace sparkserve::text::constraint {
+class GrammarCompiler;
+}
+
 namespace sparkserve::head::http {
 
 // Turns a growing list of generated ids into text pieces that are complete UTF-8.
@@ -110,6 +114,9 @@ struct ServingContext {
   scheduler::SamplingParams default_sampling;  // from generation_config.json
   std::string api_key;                      // empty: no auth
   std::atomic<bool>* ready = nullptr;       // /health is 503 until *ready (null: ready)
+  // Structured outputs: grammars compiled against the model's vocabulary (null: not offered).
+  std::shared_ptr<text::constraint::GrammarCompiler> grammars;
+  std::string reasoning_end;                // the text closing a reasoning block ("</think>"); "": none
 };
 
 }  // namespace sparkserve::head::http

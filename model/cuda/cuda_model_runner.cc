@@ -75,6 +75,7 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Load(const qua
 CudaModelRunner::~CudaModelRunner() {
   for (auto& [size, graph] : decode_graphs_) DestroyDecodeGraph(graph);
   if (meta_host_ != nullptr) cudaFreeHost(meta_host_);
+  if (mask_host_ != nullptr) cudaFreeHost(mask_host_);
   if (gate_fork_ != nullptr) cudaEventDestroy(gate_fork_);
   if (gate_join_ != nullptr) cudaEventDestroy(gate_join_);
   if (gate_stream_ != nullptr) cudaStreamDestroy(gate_stream_);
@@ -467,7 +468,7 @@ absl::StatusOr<StepOutput> CudaModelRunner::Run(const StepPlan& plan) {
     }
   }
   ASSIGN_OR_RETURN(StepOutput out, Execute(plan, false));
-  RETURN_IF_ERROR(SampleOnDevice(plan.sampling, &out));
+  RETURN_IF_ERROR(SampleOnDevice(plan.sampling, plan.masks, &out));
   return out;
 }
 

@@ -159,6 +159,10 @@ class CudaModelRunner : public ModelRunner {
 
   // GPU sampling (made at the first sampled step; used outside graphs).
   std::unique_ptr<DeviceSampler> sampler_;
+  // Structured outputs: mask words | logit rows | mask rows, staged in pinned memory then copied.
+  uint32_t* mask_host_ = nullptr;
+  size_t mask_host_capacity_ = 0;  // uint32 elements
+  DeviceBuffer<uint32_t> mask_device_;
 
   // Op profiling (ProfileNextStep): events recorded after each op while enqueueing.
   bool profile_next_ = false, profiling_ = false;
@@ -211,8 +215,12 @@ class CudaModelRunner : public ModelRunner {
   absl::StatusOr<StepOutput> Execute(const StepPlan& plan, bool fetch);
   // Slot src's GDN recurrent state and conv window onto slot dst, ordered on stream_.
   absl::Status EnqueueSlotCopy(SlotId src, SlotId dst);
-  absl::Status SampleOnDevice(const std::vector<RowSampling>& rows, StepOutput* out);
-  // SampleOnDevice over the split vocabulary (world > 1).
+  absl::Status SampleOnDevice(const std::vector<RowSampling>& rows, const TokenMasks& masks, StepOutput* out);
+  // The rows' token masks (RowSampling::mask_row) applied to logits_ (device_token_masks.cc; this
+  // rank's vocab columns): waits for the engine's mask thread (masks.ready), stages the bits
+  // through pinned memory.
+  absl::Status ApplyTokenMasks(const std::vector<RowSampling>& rows, const TokenMasks& masks);
+  // SampleOnDevice over the split vocabulary (world > 1), after the masks.
   absl::Status SampleSplit(const std::vector<RowSampling>& rows, StepOutput* out);
   absl::Status EnsureSampler();
   // Copies `rows` logit rows of `logits` [rows, V] to out->logits for the rows not sampled (kDone).

@@ -42,9 +42,11 @@ absl::Status CudaModelRunner::ReturnHostRows(const float* logits, StepOutput* ou
   return absl::OkStatus();
 }
 
-absl::Status CudaModelRunner::SampleOnDevice(const std::vector<RowSampling>& rows, StepOutput* out) {
+absl::Status CudaModelRunner::SampleOnDevice(const std::vector<RowSampling>& rows, const TokenMasks& masks,
+                                             StepOutput* out) {
   if (rows.empty()) return Sync();
   RETURN_IF_ERROR(EnsureSampler());
+  RETURN_IF_ERROR(ApplyTokenMasks(rows, masks));  // structured outputs: before anything reads the logits
   if (tp()) return SampleSplit(rows, out);
   RETURN_IF_ERROR(sampler_->Upload(rows, stream_));
   RETURN_IF_ERROR(sampler_->Sample(logits_.data(), static_cast<int>(config_.vocab_size), nullptr, stream_));

@@ -74,6 +74,14 @@ def model_dir(tmp_path_factory):
     return d
 
 
+@pytest.fixture(scope="session")
+def scripted_models(tmp_path_factory):
+    """family -> Script: the scripted tiny models (tests/e2e/scripted_model.py) whose greedy output
+    is a chosen chain (reasoning, answers, tool calls), for the Qwen3.5 and the Qwen3 template."""
+    from scripted_model import write_scripted_model
+    return {f: write_scripted_model(str(tmp_path_factory.mktemp(f"scripted_{f}")), f) for f in ("qwen3_5", "qwen3")}
+
+
 # When set, each server's stderr also goes to a file there (the GPU suite prints them on failure).
 SERVER_LOG_DIR = os.environ.get("SPARKSERVE_E2E_LOG_DIR")
 

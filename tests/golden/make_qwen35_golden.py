@@ -27,7 +27,7 @@ hidden h[T-1]; step j > 0 sits at position T-1+j with token d_{j-1} = argmax(dra
 the MTP's own hidden from step j-1. The MTP attends to its own KV of positions 0..T-2 (the prompt
 pass above) plus earlier draft steps.
 
-Usage: /work/torchenv/bin/python tests/golden/make_qwen35_golden.py [--out tests/golden/qwen35]
+Usage: /work/torchenv/bin/python tests/golden/make_qwen35_golden.py [--out tests/golden/qwen35] [--only a,b]
 """
 import argparse
 import json
@@ -70,22 +70,34 @@ CONFIGS = {
         num_attention_heads=8, num_key_value_heads=2, head_dim=16, partial_rotary_factor=0.25,
         linear_num_key_heads=1, linear_num_value_heads=4, linear_key_head_dim=32,
         linear_value_head_dim=16, intermediate_size=48)),
+    # No mrope_section, as transformers writes the config of any caller that sets none: its rotary
+    # embedding then uses [11, 11, 10], which does not fit these rotary dims (8 = 4 pairs and 12 = 6
+    # pairs); for text-only positions it is plain partial RoPE all the same.
+    "text_nosection": ("causal", False, dict(
+        layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
+        num_attention_heads=2, num_key_value_heads=1, head_dim=32, partial_rotary_factor=0.25,
+        linear_num_key_heads=2, linear_num_value_heads=2, linear_key_head_dim=16,
+        linear_value_head_dim=16, intermediate_size=48, mrope_section=None)),
+    "vl_nosection": ("vl", True, dict(
+        layer_types=["linear_attention", "full_attention", "full_attention"],
+        num_attention_heads=4, num_key_value_heads=2, head_dim=24, partial_rotary_factor=0.5,
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
+        linear_value_head_dim=8, intermediate_size=64, mrope_section=None)),
 }
 
 
 def text_config_dict(over, tied):
     rot = int(over["head_dim"] * over["partial_rotary_factor"])
     half = rot // 2
-    mrope = [half - 2 * (half // 3), half // 3, half // 3]  # sums to rot/2 (T gets the rest)
+    rope = dict(rope_type="default", rope_theta=10000.0, partial_rotary_factor=over["partial_rotary_factor"])
+    if "mrope_section" not in over:  # sums to rot/2 (T gets the rest)
+        rope.update(mrope_section=[half - 2 * (half // 3), half // 3, half // 3], mrope_interleaved=True)
     d = dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=len(over["layer_types"]),
              hidden_act="silu", max_position_embeddings=256, rms_norm_eps=1e-6,
              tie_word_embeddings=tied, linear_conv_kernel_dim=4, mtp_num_hidden_layers=1,
-             rope_parameters=dict(rope_type="default", rope_theta=10000.0,
-                                  partial_rotary_factor=over["partial_rotary_factor"],
-                                  mrope_section=mrope, mrope_interleaved=True),
-             eos_token_id=VOCAB - 2, pad_token_id=None, bos_token_id=None)
+             rope_parameters=rope, eos_token_id=VOCAB - 2, pad_token_id=None, bos_token_id=None)
     for k, v in over.items():
-        if k != "partial_rotary_factor":
+        if k not in ("partial_rotary_factor", "mrope_section"):
             d[k] = v
     return d
 
@@ -230,10 +242,16 @@ def build(name, layout, tied, over, out_dir, seed):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "qwen35"))
+    ap.add_argument("--only", default="", help="comma-separated config names (default: all)")
     args = ap.parse_args()
+    only = [n for n in args.only.split(",") if n]
+    unknown = sorted(set(only) - set(CONFIGS))
+    if unknown:
+        ap.error(f"unknown config(s) {unknown}; known: {list(CONFIGS)}")
     torch.set_default_dtype(torch.float32)
     for i, (name, (layout, tied, over)) in enumerate(CONFIGS.items()):
-        build(name, layout, tied, over, args.out, seed=1234 + i)
+        if not only or name in only:  # the seed stays the config's position, whatever is selected
+            build(name, layout, tied, over, args.out, seed=1234 + i)
 
 
 if __name__ == "__main__":

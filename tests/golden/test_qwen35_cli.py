@@ -47,6 +47,19 @@ def test_score_npy_matches_transformers(name, tmp_path):
     assert err <= 1e-4
 
 
+@pytest.mark.parametrize("backend", ["cpu", "auto"])
+def test_score_backend_matches_transformers(backend, tmp_path):
+    """--backend: cpu is the default reference; auto is the CPU in a build or on a machine without a GPU
+    (on a GPU machine it checks the GPU's logits against transformers' to the same bound)."""
+    ref = load_file(os.path.join(GOLDEN, "text_untied", "reference.safetensors"))
+    out = tmp_path / "logits.npy"
+    r = sparkserve("score", os.path.join(GOLDEN, "text_untied"), "--ids", ids_arg(ref["ids"]), "--out", str(out),
+                   "--backend", backend)
+    assert r.returncode == 0, r.stderr
+    err = np.abs(np.load(out) - ref["logits"]).max() / np.abs(ref["logits"]).max()
+    assert err <= (1e-4 if backend == "cpu" else 2e-2)
+
+
 def test_score_json_on_stdout():
     ref = load_file(os.path.join(GOLDEN, "vl_tied", "reference.safetensors"))
     ids = ref["ids"][:5]

@@ -9,6 +9,9 @@
 #   kernels gpu_kernel_check: decode linear checks + timings against the copy bandwidth
 #   model   gpu_model_test: the CUDA runner against the CPU runner (golden fixtures, demo models)
 #   e2e     the HTTP e2e suite (official openai/anthropic SDKs) with `serve --backend cuda`
+#   structured  structured outputs: `bench serve` of the random 4B model at 1 and 64 users with every
+#           request constrained (a JSON schema that cannot end before max_tokens) against the same
+#           runs unconstrained (issue 27's target: within 5% at 64 users)
 #   4b      a random 4B nvfp4-mixed model: logits vs CPU, `bench engine`, `bench serve` at batch 1
 #           (BENCH_BATCH, BENCH_CONTEXT, BENCH_PROMPT=prompt lengths for prefill, BENCH_PROFILE=1: op times), many
 #           sequences at 1K context (BENCH_WIDE_BATCH), prefill TTFT (BENCH_PREFILL), fp8 KV at 8K
@@ -16,7 +19,7 @@
 set -uo pipefail
 BIN="$(realpath "${1:-build/bin}")"
 LOG_DIR="${OUT:-/tmp}"
-SECTIONS="${SPARKSERVE_GPU_SECTIONS:-ops,blackwell,kernels,model,e2e,4b}"
+SECTIONS="${SPARKSERVE_GPU_SECTIONS:-ops,blackwell,kernels,model,e2e,structured,4b}"
 want() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 SUMMARY=()
 status=0
@@ -41,6 +44,7 @@ serve_bench() {
   done
   "$BIN/sparkserve" bench serve --url "$url" --no-progress --dataset random --random-input-len "$5" \
     --random-output-len "$6" --ignore-eos --num-prompts "$7" --max-concurrency "$8" \
+    ${BENCH_EXTRA_BODY:+--extra-body "$BENCH_EXTRA_BODY"} \
     --save-result "$LOG_DIR/bench_$name.json" 2>&1 | tee "$LOG_DIR/bench_$name.log"
   record "$name" "${PIPESTATUS[0]}" "$(grep -i 'output token throughput' "$LOG_DIR/bench_$name.log" | head -1)"
   kill -TERM "$pid"; wait "$pid"
@@ -93,19 +97,40 @@ if want e2e; then
       SPARKSERVE_E2E_STATE_DTYPE=$([ "$kv" = bf16state ] && echo bf16 || echo fp32) \
       SPARKSERVE_E2E_LOG_DIR="$LOG_DIR/e2e_servers_$kv" python3 -m pytest -q -p no:cacheprovider \
       tests/e2e/test_http_openai.py tests/e2e/test_http_anthropic.py tests/e2e/test_http_operations.py \
-      tests/e2e/test_http_tool_choice.py 2>&1 | tee "$LOG_DIR/e2e_$kv.log"
+      tests/e2e/test_http_tool_choice.py tests/e2e/test_structured_output.py 2>&1 | tee "$LOG_DIR/e2e_$kv.log"
     rc=${PIPESTATUS[0]}
     record "e2e-$kv" "$rc" "$(grep -E '[0-9]+ (passed|failed)' "$LOG_DIR/e2e_$kv.log" | tail -1) ($(elapsed $t))"
   done
 fi
-if want 4b; then
-  t=$(date +%s)
-  M4B=/tmp/sparkserve_4b_nvfp4
+M4B=/tmp/sparkserve_4b_nvfp4
+make_4b() {  # the random 4B nvfp4-mixed model with the real Qwen3 tokenizer (made once)
   if [ ! -f "$M4B/config.json" ]; then
     "$BIN/sparkserve" demo-model "$M4B" --shape 4b --recipe nvfp4-mixed 2>&1 | tail -3
     cp ../shared/fixtures/qwen3-tokenizer/tokenizer.json ../shared/fixtures/qwen3-tokenizer/tokenizer_config.json "$M4B/" &&
       cp ../shared/fixtures/qwen3_5-chat_template.jinja "$M4B/chat_template.jinja"
   fi
+}
+if want structured; then
+  t=$(date +%s)
+  make_4b
+  # Arrays of short strings with 512 items at least: no output can end before max_tokens, so the
+  # constrained runs generate as many tokens as the free ones (completions: no reasoning gate).
+  SCHEMA='{"response_format":{"type":"json_schema","json_schema":{"name":"bench","schema":{"type":"array","items":{"type":"string","maxLength":16},"minItems":512}}}}'
+  serve_bench struct-free-b1 "$M4B" 8 4096 128 256 8 1
+  BENCH_EXTRA_BODY="$SCHEMA" serve_bench struct-json-b1 "$M4B" 8 4096 128 256 8 1
+  serve_bench struct-free-64 "$M4B" 64 2048 1024 128 128 64
+  BENCH_EXTRA_BODY="$SCHEMA" serve_bench struct-json-64 "$M4B" 64 2048 1024 128 128 64
+  for n in b1 64; do
+    free=$(grep -i 'output token throughput' "$LOG_DIR/bench_struct-free-$n.log" | head -1 | grep -Eo '[0-9]+(\.[0-9]+)?' | head -1)
+    json=$(grep -i 'output token throughput' "$LOG_DIR/bench_struct-json-$n.log" | head -1 | grep -Eo '[0-9]+(\.[0-9]+)?' | head -1)
+    echo "structured $n: constrained $json tok/s vs free $free tok/s ($(awk -v a="$json" -v b="$free" 'BEGIN {if (b > 0) printf "%.1f%%", 100 * a / b}') )"
+  done
+  grep -h "constraint" "$LOG_DIR"/struct-json-*.err | tail -4
+  echo "structured section: $(elapsed $t)"
+fi
+if want 4b; then
+  t=$(date +%s)
+  make_4b
   echo "4B model ready ($(elapsed $t))"
   if [ -x "$BIN/gpu_model_test" ]; then
     SPARKSERVE_GPU_MODELS="$M4B" "$BIN/gpu_model_test" --gtest_brief=1 --gtest_filter='*extra0_graphs:*extra0_fp8kv*:*extra0_bf16state*' 2>&1 | tee "$LOG_DIR/model_4b.log"

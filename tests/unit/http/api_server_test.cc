@@ -364,7 +364,7 @@ TEST_F(ApiServerTest, BadRequestsGetClearErrorsInEachApisShape) {
   ExpectOpenAiError(Post("/v1/chat/completions", Json{{"messages", kUser}, {"model", "gpt-9"}}), 404, "gpt-9");
   ExpectOpenAiError(Post("/v1/chat/completions", Json{{"messages", {{{"role", "user"}, {"content", "RAISE"}}}}}), 400,
                     "template says no");
-  ExpectOpenAiError(Post("/v1/completions", Json{{"prompt", {"a", "b"}}}), 400, "several prompts");
+  ExpectOpenAiError(Post("/v1/completions", Json{{"prompt", {"a", Json::array({1})}}}), 400, "'prompt'");
   ExpectOpenAiError(Post("/v1/nope", Json{}), 404, "no route");
   ExpectOpenAiError(Get("/v1/chat/completions"), 405, "use POST");
   std::string big(70 * 1024, 'x');

@@ -113,8 +113,9 @@ class FakeCodec : public TextCodec {
   mutable Json last_messages, last_tools, last_kwargs;
 };
 
-// Replays `outputs[i]` (text, encoded with FakeCodec) as sample i's tokens, one id per event, each
-// `delay` apart, ending with `finish` (or kLength at max_tokens). Cancel ends with kAbort.
+// Replays `outputs[i]` (text, encoded with FakeCodec; per prompt when set so) as sample i's tokens,
+// one id per event, each `delay` apart, ending with `finish` (or kLength at max_tokens). Cancel ends
+// with kAbort.
 class FakeEngine : public engine::EngineApi {
  public:
   explicit FakeEngine(const FakeCodec* codec) : codec_(codec) {}
@@ -134,6 +135,13 @@ class FakeEngine : public engine::EngineApi {
     for (auto& o : outputs) outputs_.push_back(*codec_->Encode(o, false));
     finish_ = finish;
   }
+  // A request whose prompt is `prompt` (text, encoded) replays these instead (batch completions).
+  void SetOutputsForPrompt(const std::string& prompt, std::vector<std::string> outputs) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& o = outputs_by_prompt_[*codec_->Encode(prompt, false)];
+    o.clear();
+    for (auto& text : outputs) o.push_back(*codec_->Encode(text, false));
+  }
   void SetOutputIds(std::vector<std::vector<int32_t>> ids, scheduler::FinishReason finish) {
     std::lock_guard<std::mutex> lock(mu_);
     outputs_ = std::move(ids);
@@ -152,7 +160,8 @@ class FakeEngine : public engine::EngineApi {
     auto cancelled = std::make_shared<std::atomic<bool>>(false);
     cancel_flags_[id] = cancelled;
     ++running_;
-    auto outputs = outputs_;
+    auto by_prompt = outputs_by_prompt_.find(request.prompt_ids);
+    auto outputs = by_prompt != outputs_by_prompt_.end() ? by_prompt->second : outputs_;
     auto finish = finish_;
     auto error = error_;
     threads_.emplace_back([this, request, sink, cancelled, outputs, finish, error] {
@@ -225,6 +234,7 @@ class FakeEngine : public engine::EngineApi {
   const FakeCodec* codec_;
   std::mutex mu_;
   std::vector<std::vector<int32_t>> outputs_ = {{}};
+  std::map<std::vector<int32_t>, std::vector<std::vector<int32_t>>> outputs_by_prompt_;
   scheduler::FinishReason finish_ = scheduler::FinishReason::kStop;
   std::chrono::milliseconds delay_{0};
   absl::Status submit_error_;

@@ -258,7 +258,7 @@ TEST(Qwen35ConfigTest, NullOptionalFieldsGetDefaults) {
     j[k] = nullptr;
   j["num_hidden_layers"] = 4;
   j["rope_parameters"] = nullptr;
-  j["head_dim"] = 256;  // default partial_rotary_factor 0.25 -> 64, default mrope [11, 11, 10] -> 32 pairs
+  j["head_dim"] = 256;  // default partial_rotary_factor 0.25 -> 64: transformers' [11, 11, 10] fits
   absl::StatusOr<Qwen35Config> c = Parse(j);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_DOUBLE_EQ(c->rms_norm_eps, 1e-6);
@@ -274,8 +274,65 @@ TEST(Qwen35ConfigTest, NullOptionalFieldsGetDefaults) {
   EXPECT_EQ(c->rope.rope_type, "default");
   EXPECT_DOUBLE_EQ(c->rope.theta, 10000.0);
   EXPECT_EQ(c->rotary_dim(), 64);
-  EXPECT_THAT(c->rope.mrope_section, ElementsAre(11, 11, 10));
+  EXPECT_TRUE(c->rope.mrope_section.empty());  // absent: kept absent
+  absl::StatusOr<std::vector<int64_t>> split = c->MropeSectionFor3dPositions();
+  ASSERT_TRUE(split.ok()) << split.status();
+  EXPECT_THAT(*split, ElementsAre(11, 11, 10));  // transformers' fallback
   EXPECT_TRUE(c->rope.mrope_interleaved);
+}
+
+// transformers 5.17 writes no mrope_section when its caller sets none, and its text rotary
+// embedding falls back to [11, 11, 10] whatever the rotary dim; text-only positions make any
+// section plain partial RoPE. So such configs load; only a 3-D (image / video) split is refused.
+TEST(Qwen35ConfigTest, MropeSectionAbsentOrNotFittingLoadsAndOnlyA3dSplitIsRefused) {
+  json j = SmallFlat();
+  j["head_dim"] = 32;
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.25}};
+  absl::StatusOr<Qwen35Config> c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rotary_dim(), 8);
+  EXPECT_TRUE(c->rope.mrope_section.empty());
+  absl::StatusOr<std::vector<int64_t>> split = c->MropeSectionFor3dPositions();
+  ASSERT_FALSE(split.ok());
+  EXPECT_EQ(split.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(split.status().message(), HasSubstr("'rope_parameters.mrope_section'"));
+  EXPECT_THAT(split.status().message(), HasSubstr("absent, and transformers' default [11, 11, 10] sums to 32"));
+  EXPECT_THAT(split.status().message(), HasSubstr("rotary dim 8 has 4 frequency pairs"));
+  EXPECT_THAT(split.status().message(), HasSubstr("images and video"));
+
+  j["rope_parameters"]["mrope_section"] = {11, 11, 10};  // given but not fitting: kept as given
+  c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->rope.mrope_section, ElementsAre(11, 11, 10));
+  split = c->MropeSectionFor3dPositions();
+  ASSERT_FALSE(split.ok());
+  EXPECT_THAT(split.status().message(), HasSubstr("sums to 32 but the rotary dim 8 has 4 frequency pairs"));
+
+  j["rope_parameters"]["mrope_section"] = {3, 1};  // three components need three entries
+  c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->MropeSectionFor3dPositions().status().message(), HasSubstr("has 2 entries; expected 3"));
+
+  j["rope_parameters"]["mrope_section"] = {2, 1, 1};
+  c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status();
+  split = c->MropeSectionFor3dPositions();
+  ASSERT_TRUE(split.ok()) << split.status();
+  EXPECT_THAT(*split, ElementsAre(2, 1, 1));
+
+  // The nested layout and the legacy dict name their own field.
+  json nested = json::parse(kQwen35_4B);
+  nested["text_config"]["head_dim"] = 32;
+  nested["text_config"]["rope_parameters"].erase("mrope_section");
+  c = Parse(nested);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->MropeSectionFor3dPositions().status().message(),
+              HasSubstr("'text_config.rope_parameters.mrope_section'"));
+  j.erase("rope_parameters");
+  j["rope_scaling"] = {{"type", "default"}, {"mrope_section", {4, 4, 4}}};
+  c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->MropeSectionFor3dPositions().status().message(), HasSubstr("'rope_scaling.mrope_section'"));
 }
 
 TEST(Qwen35ConfigTest, TieWordEmbeddingsPrecedence) {
@@ -344,8 +401,10 @@ TEST(Qwen35ConfigTest, BadInputsNameTheFileAndTheField) {
        "num_attention_heads (4) is not a multiple of num_key_value_heads (3)"},
       {"gdn heads", [](json& j) { j["linear_num_value_heads"] = 3; }, "linear_num_value_heads",
        "linear_num_value_heads (3) is not a multiple of linear_num_key_heads (2)"},
-      {"mrope sum", [](json& j) { j["rope_parameters"]["mrope_section"] = {2, 2, 2}; }, "mrope_section",
-       "sums to 6 but the rotary dim 8 has 4 frequency pairs"},
+      {"mrope not a list", [](json& j) { j["rope_parameters"]["mrope_section"] = 8; },
+       "rope_parameters.mrope_section", "expected a list of integers"},
+      {"mrope negative", [](json& j) { j["rope_parameters"]["mrope_section"] = {2, -1, 3}; },
+       "rope_parameters.mrope_section", "expected non-negative integers"},
       {"odd rotary dim", [](json& j) { j["rope_parameters"]["partial_rotary_factor"] = 0.3; },
        "partial_rotary_factor", "is not a positive even integer"},
       {"rotary factor range", [](json& j) { j["rope_parameters"]["partial_rotary_factor"] = 1.5; },

@@ -58,6 +58,12 @@ class RandomPlans {
       for (int32_t id : Ids()) r.bias.emplace_back(id, Float());
       r.history_ids = Ids();
       r.history_output_counts = Ids();
+      r.mask_row = static_cast<int32_t>(rng_() % 5) - 1;
+    }
+    if (rng_() % 2) {  // token masks: rows of bit words, any bit pattern
+      p.masks.words_per_row = 1 + static_cast<int32_t>(rng_() % 9);
+      p.masks.words.resize(static_cast<size_t>(p.masks.words_per_row) * (rng_() % 4));
+      for (uint32_t& w : p.masks.words) w = static_cast<uint32_t>(rng_());
     }
     return p;
   }
@@ -114,6 +120,28 @@ TEST(StepPlanCodec, SameStepPlanSeesEveryDifference) {
   q = p;
   q.drafts[0].hidden_row += 1;
   EXPECT_FALSE(SameStepPlan(p, q));
+  q = p;
+  q.sampling[0].mask_row += 1;
+  EXPECT_FALSE(SameStepPlan(p, q));
+  q = p;
+  q.masks.words_per_row = 2;
+  q.masks.words = {1, 2, 3, 4};
+  model::StepPlan r = q;
+  r.masks.words[3] ^= 1u << 31;
+  EXPECT_TRUE(SameStepPlan(q, q));
+  EXPECT_FALSE(SameStepPlan(q, r));
+}
+
+TEST(StepPlanCodec, MasksFilledLateAreEncodedComplete) {
+  model::StepPlan p;
+  p.masks.words_per_row = 2;
+  p.masks.words.assign(4, 0);
+  // The engine's mask thread fills the words; the encoder waits for it through ready().
+  p.masks.ready = [&p] { p.masks.words = {5, 6, 7, 0xFFFFFFFFu}; };
+  auto back = DecodeStepPlan(EncodeStepPlan(p));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->masks.words, (std::vector<uint32_t>{5, 6, 7, 0xFFFFFFFFu}));
+  EXPECT_EQ(back->masks.rows(), 2);
 }
 
 TEST(StepPlanCodec, MalformedBytesAreRefused) {
@@ -129,6 +157,10 @@ TEST(StepPlanCodec, MalformedBytesAreRefused) {
   StepPlanMsg kind;
   kind.add_seqs()->set_logits(static_cast<LogitsKind>(7));
   EXPECT_EQ(DecodeStepPlan(kind.SerializeAsString()).status().code(), absl::StatusCode::kInvalidArgument);
+  StepPlanMsg masks;
+  masks.mutable_masks()->set_words_per_row(3);
+  masks.mutable_masks()->add_words(1);  // not a whole row
+  EXPECT_EQ(DecodeStepPlan(masks.SerializeAsString()).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 bool SameBits(const core::Tensor& a, const core::Tensor& b) {
