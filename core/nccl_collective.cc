@@ -39,8 +39,15 @@ struct NcclApi {
 absl::StatusOr<const NcclApi*> LoadNccl() {
   static const absl::StatusOr<NcclApi> api = []() -> absl::StatusOr<NcclApi> {
     const char* env = std::getenv("SPARKSERVE_NCCL_LIBRARY");
-    const std::string path = env != nullptr && *env != '\0' ? env : "libnccl.so.2";
+    std::string path = env != nullptr && *env != '\0' ? env : "libnccl.so.2";
     void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+#ifdef SPARKSERVE_NCCL_FALLBACK
+    if (lib == nullptr && (env == nullptr || *env == '\0')) {  // where the build found it
+      dlerror();  // clears the first attempt's error
+      path = SPARKSERVE_NCCL_FALLBACK;
+      lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    }
+#endif
     if (lib == nullptr) {
       const char* why = dlerror();
       return absl::FailedPreconditionError(fmt::format(

@@ -7,7 +7,8 @@
 // spent: every later call fails at once, until a new group is built.
 // NCCL (libnccl.so.2) is loaded at run time, when the first group is made: binaries and bundles run
 // without it, and say so when it is needed. SPARKSERVE_NCCL_LIBRARY names the library file when it
-// is not on the loader's path (e.g. the one in PyTorch's nvidia-nccl wheel).
+// is not on the loader's path (e.g. the one in PyTorch's nvidia-nccl wheel); otherwise the loader's
+// path is tried, then the libnccl.so.2 the build found (CUDA toolkits that ship NCCL in their lib/).
 // NVLink multicast (NVLS) is turned off (NCCL_NVLS_ENABLE=0) unless the environment sets it: a
 // two- or four-rank tensor-parallel all-reduce does not need it, and on shared NVSwitch hosts it can
 // take the GPUs out of service. NCCL_DEBUG=INFO logs the transport NCCL picked (P2P/NVLink,

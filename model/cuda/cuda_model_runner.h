@@ -140,12 +140,6 @@ class CudaModelRunner : public ModelRunner {
   int64_t vocab_pad_ = 0;              // ceil(V / world): each rank's share of a gather, per row
   DeviceBuffer<float> gathered_;       // [world, chunk * vocab_pad_] rank-major
   DeviceBuffer<float> full_logits_;    // [chunk, V] in vocab order
-  // Split-vocabulary sampling (model/split_vocab_sampling.h), sized at the first sampled step.
-  int32_t candidate_k_ = 0;            // the k the buffers hold
-  DeviceBuffer<float> candidates_;     // [chunk, 2k] this rank's (value | id bits)
-  DeviceBuffer<float> candidates_all_;  // [world, chunk * 2k]
-  DeviceBuffer<float> candidate_values_;  // [chunk, world * k] the candidate rows
-  DeviceBuffer<int32_t> candidate_ids_;   // [chunk, world * k] their global ids
   DeviceBuffer<uint8_t> workspace_;
   // A GDN layer's gate projections (in_proj_a|b: a few blocks) run on gate_stream_ beside its
   // in_proj_qkvz GEMM and conv (which leave SMs idle at batched decode), with their own workspace;

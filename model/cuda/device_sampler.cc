@@ -148,14 +148,52 @@ absl::Status DeviceSampler::Sample(const float* logits, int vocab, const int32_t
   return kc::Sample(in, o, workspace_.data(), stream);
 }
 
-absl::Status DeviceSampler::SelectCandidates(const float* logits, int vocab, int id_begin, int k, float* candidates,
-                                             cudaStream_t stream) {
+absl::Status DeviceSampler::ReserveCandidates(int world, int k) {
+  if (world < 1 || k < 1 || int64_t{world} * k > max_vocab_) {
+    return absl::InvalidArgumentError(fmt::format(
+        "device sampler: {} ranks of {} candidates per row, room for candidate rows of {}", world, k, max_vocab_));
+  }
+  if (world <= candidate_world_ && k <= candidate_k_) return absl::OkStatus();
+  const size_t R = static_cast<size_t>(max_rows_), W = static_cast<size_t>(std::max(world, candidate_world_)),
+               K = static_cast<size_t>(std::max(k, candidate_k_));
+  ASSIGN_OR_RETURN(local_, kc::DeviceBuffer<float>::Zeros(R * 2 * K));
+  ASSIGN_OR_RETURN(gathered_, kc::DeviceBuffer<float>::Zeros(W * R * 2 * K));
+  ASSIGN_OR_RETURN(candidate_values_, kc::DeviceBuffer<float>::Zeros(R * W * K));
+  ASSIGN_OR_RETURN(candidate_ids_, kc::DeviceBuffer<int32_t>::Zeros(R * W * K));
+  candidate_world_ = static_cast<int>(W);
+  candidate_k_ = static_cast<int>(K);
+  return absl::OkStatus();
+}
+
+absl::Status DeviceSampler::SelectCandidates(const float* logits, int vocab, int id_begin, int k, cudaStream_t stream) {
   if (vocab > max_vocab_) {
     return absl::InvalidArgumentError(fmt::format("device sampler: rows of {} logits, room for {}", vocab, max_vocab_));
   }
+  if (k > candidate_k_) {
+    return absl::FailedPreconditionError(fmt::format("device sampler: {} candidates, {} reserved", k, candidate_k_));
+  }
   const kc::SamplingInputs in =
       Inputs(logits, rows_, vocab, params_.data(), ints_.data(), floats_.data(), banned_n_, bias_n_, history_n_);
-  return kc::SelectCandidates(in, id_begin, k, candidates, workspace_.data(), stream);
+  return kc::SelectCandidates(in, id_begin, k, local_.data(), workspace_.data(), stream);
+}
+
+absl::Status DeviceSampler::SampleCandidates(int world, int k, cudaStream_t stream) {
+  if (world > candidate_world_ || k > candidate_k_) {
+    return absl::FailedPreconditionError(fmt::format("device sampler: {} ranks of {} candidates, {} of {} reserved",
+                                                     world, k, candidate_world_, candidate_k_));
+  }
+  // Rank q's block of the gather is [rows, 2k]: each row's values then its ids.
+  const size_t R = static_cast<size_t>(rows_), K = static_cast<size_t>(k), W = static_cast<size_t>(world);
+  const size_t block = R * 2 * K;
+  const size_t src_pitch = sizeof(float) * 2 * K, dst_pitch = sizeof(float) * W * K, width = sizeof(float) * K;
+  for (size_t q = 0; q < W && R > 0; ++q) {
+    const float* b = gathered_.data() + q * block;
+    CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(candidate_values_.data() + q * K, dst_pitch, b, src_pitch, width, R,
+                                           cudaMemcpyDeviceToDevice, stream));
+    CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(candidate_ids_.data() + q * K, dst_pitch, b + K, src_pitch, width, R,
+                                           cudaMemcpyDeviceToDevice, stream));
+  }
+  return Sample(candidate_values_.data(), world * k, candidate_ids_.data(), stream);
 }
 
 absl::Status DeviceSampler::EnqueueResults(cudaStream_t stream) {

@@ -69,42 +69,24 @@ absl::Status CudaModelRunner::SampleSplit(const std::vector<RowSampling>& rows, 
     out->sampled = sampler_->Results();
     return ReturnHostRows(full_logits_.data(), out);
   }
-  // Buffers for k candidates per rank and row (kept for later steps of no larger k).
   const int W = plan_.world, k = split.k;
-  const size_t chunk = static_cast<size_t>(logit_chunk_rows_);
-  if (candidate_k_ < k) {
-    const size_t K = static_cast<size_t>(k);
-    ASSIGN_OR_RETURN(candidates_, DeviceBuffer<float>::Zeros(chunk * 2 * K));
-    ASSIGN_OR_RETURN(candidates_all_, DeviceBuffer<float>::Zeros(static_cast<size_t>(W) * chunk * 2 * K));
-    ASSIGN_OR_RETURN(candidate_values_, DeviceBuffer<float>::Zeros(chunk * static_cast<size_t>(W) * K));
-    ASSIGN_OR_RETURN(candidate_ids_, DeviceBuffer<int32_t>::Zeros(chunk * static_cast<size_t>(W) * K));
-    candidate_k_ = k;
-  }
+  RETURN_IF_ERROR(sampler_->ReserveCandidates(W, k));  // kept for later steps of no larger k
   // This rank's slice: its lists restricted to it, its best candidates.
   std::vector<RowSampling> local;
   local.reserve(rows.size());
   for (const RowSampling& r : rows) local.push_back(RestrictToSlice(r, shapes_.vocab));
   const int Vr = static_cast<int>(shapes_.vocab.second - shapes_.vocab.first);
   RETURN_IF_ERROR(sampler_->Upload(local, stream_));
-  RETURN_IF_ERROR(sampler_->SelectCandidates(logits_.data(), Vr, static_cast<int>(shapes_.vocab.first), k,
-                                             candidates_.data(), stream_));
-  // Every rank's candidates, then the candidate rows: rank q's values (ids) at columns [q k, (q + 1) k).
+  RETURN_IF_ERROR(sampler_->SelectCandidates(logits_.data(), Vr, static_cast<int>(shapes_.vocab.first), k, stream_));
+  // Every rank's candidates, then the candidate rows sampled with the rows' own parameters.
   const size_t per_rank = static_cast<size_t>(R) * 2 * static_cast<size_t>(k);
-  RETURN_IF_ERROR(collective_->AllGatherDevice(candidates_.data(), per_rank, candidates_all_.data(), stream_));
-  const size_t row_bytes = sizeof(float) * 2 * static_cast<size_t>(k), part = sizeof(float) * static_cast<size_t>(k);
-  const size_t pitch = sizeof(float) * static_cast<size_t>(W) * static_cast<size_t>(k);
-  for (int q = 0; q < W; ++q) {
-    const float* block = candidates_all_.data() + static_cast<size_t>(q) * per_rank;
-    CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(candidate_values_.data() + static_cast<size_t>(q) * k, pitch, block,
-                                           row_bytes, part, static_cast<size_t>(R), cudaMemcpyDeviceToDevice, stream_));
-    CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(candidate_ids_.data() + static_cast<size_t>(q) * k, pitch, block + k,
-                                           row_bytes, part, static_cast<size_t>(R), cudaMemcpyDeviceToDevice, stream_));
-  }
+  RETURN_IF_ERROR(
+      collective_->AllGatherDevice(sampler_->local_candidates(), per_rank, sampler_->gathered_candidates(), stream_));
   std::vector<RowSampling> merged;
   merged.reserve(rows.size());
   for (const RowSampling& r : rows) merged.push_back(ForCandidateRow(r));
   RETURN_IF_ERROR(sampler_->Upload(merged, stream_));
-  RETURN_IF_ERROR(sampler_->Sample(candidate_values_.data(), W * k, candidate_ids_.data(), stream_));
+  RETURN_IF_ERROR(sampler_->SampleCandidates(W, k, stream_));
   RETURN_IF_ERROR(sampler_->EnqueueResults(stream_));
   RETURN_IF_ERROR(Sync());
   out->sampled = sampler_->Results();
