@@ -32,7 +32,7 @@ class ApiServerTest : public ::testing::Test {
     ctx_.parser_factory = MakeModelPieceParserFactory(family_);
     ctx_.tool_call_markup = ToolCallMarkupFor(family_);
     ctx_.model_name = "tiny";
-    ctx_.max_seq_len = 512;
+    ctx_.max_seq_len = max_seq_len_;
     ctx_.default_sampling.temperature = 0.0f;
     ctx_.api_key = api_key;
     ctx_.ready = &ready_;
@@ -41,7 +41,7 @@ class ApiServerTest : public ::testing::Test {
     HttpServerOptions opts;
     opts.host = "127.0.0.1";
     opts.port = 0;
-    opts.max_body_bytes = 64 * 1024;
+    opts.max_body_bytes = max_body_bytes_;
     opts.error_response = &ApiServer::TransportError;
     server_ = std::make_unique<HttpServer>(opts, [this](HttpRequest r, std::shared_ptr<ResponseChannel> c) {
       api_->Handle(std::move(r), std::move(c));
@@ -78,6 +78,8 @@ class ApiServerTest : public ::testing::Test {
   }
 
   text::ModelFamily family_ = text::ModelFamily::kQwen3_5;
+  uint64_t max_body_bytes_ = 64 * 1024;  // tests may change these, then StartServer("")
+  int32_t max_seq_len_ = 512;
   FakeCodec codec_;
   FakeEngine engine_{&codec_};
   std::atomic<bool> ready_{true};
