@@ -17,8 +17,8 @@ absl::StatusOr<model::LoadedRunner> LoadRunner(const std::string& model_dir, con
   if (cluster_options.nodes.empty()) return model::LoadModelRunner(model_dir, options);
   if (collective == CollectiveKind::kNccl) {
     return absl::UnimplementedError(
-        "--collective nccl is not wired yet (it comes with the CUDA runner's tensor parallelism); use --collective "
-        "gloo");
+        "--collective nccl: the head does not join nodes over NCCL yet (the CUDA runner and core/nccl_collective "
+        "are ready; the unique-id exchange over the node protocol is not); use --collective gloo");
   }
   const int32_t world = static_cast<int32_t>(cluster_options.nodes.size()) + 1;
   model::RunnerOptions resolved = options;
