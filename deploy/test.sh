@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Everything CI runs: set-up, build, every CPU test (ctest: unit + golden; pytest: e2e + oracles +
-# the one-minute soak), then the sanitizer build of the request-facing code (deploy/fuzz.sh: its
-# unit tests under ASan + UBSan and each fuzz target for SPARKSERVE_FUZZ_SECONDS, default 10),
+# the one-minute soak; the fuzz corpora are replayed by ctest), then, with SPARKSERVE_FUZZ=1, the
+# sanitizer build of the request-facing code (deploy/fuzz.sh: its unit tests under ASan + UBSan and
+# each fuzz target for SPARKSERVE_FUZZ_SECONDS, default 10; off by default until its clean-machine
+# time is measured against CI's 90 minutes),
 # ending with one summary line "N passed, N failed".
 #   deploy/test.sh [--build-dir DIR] [--cpu|--cuda]
 source "$(dirname "$0")/common.sh"
@@ -67,17 +69,19 @@ log "pytest: the OpenAI and Anthropic suites against a tensor-parallel server (t
 SPARKSERVE_E2E_NODES=1 run_pytest "$BUILD_DIR/pytest-tp2.xml" "$REPO_ROOT/tests/e2e/test_http_openai.py" \
   "$REPO_ROOT/tests/e2e/test_http_anthropic.py"
 
-log "fuzz (ASan + UBSan)"
-set +e
-"$REPO_ROOT/deploy/fuzz.sh" --build-dir "$BUILD_DIR-fuzz" --seconds "${SPARKSERVE_FUZZ_SECONDS:-10}" --unit-tests \
-  2>&1 | tee "$BUILD_DIR/fuzz.log"
-fuzz_rc=${PIPESTATUS[0]}
-set -e
-f_line=$(grep -Eo '^fuzz: [0-9]+ passed, [0-9]+ failed' "$BUILD_DIR/fuzz.log" | tail -1)
-f_pass=$(echo "$f_line" | grep -Eo '[0-9]+ passed' | grep -Eo '[0-9]+' || echo 0)
-f_fail=$(echo "$f_line" | grep -Eo '[0-9]+ failed' | grep -Eo '[0-9]+' || echo 0)
-if [ "$fuzz_rc" != 0 ] && [ "${f_fail:-0}" = 0 ]; then f_fail=1; fi  # the build itself failed
-passed=$((passed + ${f_pass:-0})); failed=$((failed + ${f_fail:-0}))
+if [ "${SPARKSERVE_FUZZ:-0}" = 1 ]; then
+  log "fuzz (ASan + UBSan)"
+  set +e
+  "$REPO_ROOT/deploy/fuzz.sh" --build-dir "$BUILD_DIR-fuzz" --seconds "${SPARKSERVE_FUZZ_SECONDS:-10}" --unit-tests \
+    2>&1 | tee "$BUILD_DIR/fuzz.log"
+  fuzz_rc=${PIPESTATUS[0]}
+  set -e
+  f_line=$(grep -Eo '^fuzz: [0-9]+ passed, [0-9]+ failed' "$BUILD_DIR/fuzz.log" | tail -1)
+  f_pass=$(echo "$f_line" | grep -Eo '[0-9]+ passed' | grep -Eo '[0-9]+' || echo 0)
+  f_fail=$(echo "$f_line" | grep -Eo '[0-9]+ failed' | grep -Eo '[0-9]+' || echo 0)
+  if [ "$fuzz_rc" != 0 ] && [ "${f_fail:-0}" = 0 ]; then f_fail=1; fi  # the build itself failed
+  passed=$((passed + ${f_pass:-0})); failed=$((failed + ${f_fail:-0}))
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
