@@ -257,6 +257,9 @@ int RunBenchEngine(const BenchEngineArgs& a) {
   engine::EngineConfig ec;
   ec.scheduler.max_batch = max_batch;
   ec.scheduler.max_step_tokens = options.max_step_tokens;
+  // A prompt takes the whole step budget, as serve's default (--prefill-chunk 0); the scheduler's own
+  // default of 512 cut a 4096-token prefill into 8 steps (22.8k tok/s instead of 31.6k on the H200).
+  ec.scheduler.prefill_chunk = 0;
   ec.max_waiting_requests = std::max(256, max_batch);
   ec.step_observer = &log;
   auto created = engine::Engine::Create(std::move(loaded->runner), ec);

@@ -34,6 +34,8 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
 absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(NodeOptions options) {
   if (options.port < 0 || options.port > 65535)
     return absl::InvalidArgumentError(fmt::format("port {} is outside 0..65535", options.port));
+  // An empty path would put the cache's blobs/ and tmp/ in whatever directory the node runs from.
+  if (options.cache_dir.empty()) return absl::InvalidArgumentError("the shard cache directory is empty (--cache-dir)");
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
     return absl::InvalidArgumentError("TLS needs both --tls-cert and --tls-key");
   }

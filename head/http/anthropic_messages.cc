@@ -323,9 +323,10 @@ void HandleMessages(const ServingContext& ctx, ServingMetrics* metrics, const Ht
   PrepareForcedToolChoice(ctx, tool_choice, kwargs);
   bool stream = OptBool(body, "stream").value_or(false);
 
-  // Only the Anthropic sampling fields; the rest of the body is ignored like any unknown field.
+  // Only the Anthropic sampling fields (and ignore_eos, the extension the OpenAI side takes too, for
+  // benchmarks and tests); the rest of the body is ignored like any unknown field.
   Json sampling = Json::object();
-  for (const char* key : {"temperature", "top_p", "top_k"}) {
+  for (const char* key : {"temperature", "top_p", "top_k", "ignore_eos"}) {
     if (body.contains(key)) sampling[key] = body[key];
   }
   if (auto t = OptNumber(body, "temperature"); t && (*t < 0.0 || *t > 1.0)) {

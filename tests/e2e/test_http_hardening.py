@@ -93,7 +93,9 @@ def test_drain_timeout_ends_streams_with_an_error_event(model_dir):
     anth = []
 
     def anthropic_stream():
-        b = {"model": MODEL_NAME, "max_tokens": 4000, "messages": [{"role": "user", "content": "y"}], "stream": True}
+        # ignore_eos: the random model's end of sequence must not end the stream before the drain timeout.
+        b = {"model": MODEL_NAME, "max_tokens": 4000, "messages": [{"role": "user", "content": "y"}], "stream": True,
+             "ignore_eos": True}
         with httpx.stream("POST", s.url + "/v1/messages", json=b, headers=H, timeout=60) as r:
             anth.append(r.read().decode())
 

@@ -5,6 +5,7 @@ import concurrent.futures as cf
 import re
 import signal
 import socket
+import subprocess
 import time
 
 import httpx
@@ -97,6 +98,7 @@ def test_sigterm_drains_streams_and_refuses_new_requests(model_dir):
     body = {"model": MODEL_NAME, "messages": [{"role": "user", "content": "long"}], "max_tokens": max_tokens, "n": 8,
             "ignore_eos": True, "stream": True}
     started = threading.Event()
+    signalled = False
 
     def stream(_):
         with httpx.stream("POST", s.url + "/v1/chat/completions", json=body, headers=H, timeout=120) as r:
@@ -111,6 +113,7 @@ def test_sigterm_drains_streams_and_refuses_new_requests(model_dir):
             futs = [pool.submit(stream, i) for i in range(4)]
             assert started.wait(10)
             s.proc.send_signal(signal.SIGTERM)
+            signalled = True
             time.sleep(0.02)
             r = httpx.post(s.url + "/v1/chat/completions", headers=H,
                            json={"model": MODEL_NAME, "messages": [{"role": "user", "content": "x"}]})
@@ -125,4 +128,9 @@ def test_sigterm_drains_streams_and_refuses_new_requests(model_dir):
             else:
                 assert status == 503 and "shutting down" in text
     finally:
+        if signalled:  # let the drain finish: a second SIGTERM (stop()) would exit at once, non-zero
+            try:
+                s.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
         assert s.stop() == 0, s.stderr

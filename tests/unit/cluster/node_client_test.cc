@@ -366,6 +366,7 @@ TEST(NodeServerTest, PortInUseIsAClearError) {
   node::NodeOptions opts;
   opts.host = "127.0.0.1";
   opts.port = taken.port();
+  opts.cache_dir = "/tmp/sparkserve-test-cache";
   absl::StatusOr<std::unique_ptr<node::NodeServer>> s = node::NodeServer::Start(opts);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
