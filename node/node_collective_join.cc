@@ -50,12 +50,7 @@ grpc::Status NodeServiceImpl::InitCollective(grpc::ServerContext* ctx, Stream* s
   const proto::CollectiveSetup setup = msg.setup();
   const std::string& sid = setup.session_id();
   if (grpc::Status st = CheckSession(sid, /*need_attached=*/true, ctx); !st.ok()) return st;
-  struct EndCallOnExit {
-    NodeServiceImpl* self;
-    const std::string& sid;
-    grpc::ServerContext* ctx;
-    ~EndCallOnExit() { self->EndCall(sid, ctx); }
-  } end_call{this, sid, ctx};
+  CallScope end_call{this, sid, ctx};
 
   if (setup.kind() == proto::COLLECTIVE_NCCL) {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,

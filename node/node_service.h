@@ -92,6 +92,13 @@ class NodeServiceImpl final : public proto::NodeService::Service {
   // error status to answer with. Adds `ctx` to the session's calls when given.
   grpc::Status CheckSession(const std::string& session_id, bool need_attached, grpc::ServerContext* ctx);
   void EndCall(const std::string& session_id, grpc::ServerContext* ctx);
+  // Calls EndCall when a call that passed CheckSession(..., ctx) returns, on every path.
+  struct CallScope {
+    NodeServiceImpl* self;
+    const std::string& session_id;
+    grpc::ServerContext* ctx;
+    ~CallScope() { self->EndCall(session_id, ctx); }
+  };
   // Ends session `id` if it is still the current one, cancelling its calls.
   void ReleaseSession(const std::string& id, const std::string& reason);
   void SetState(const std::string& session_id, proto::NodeState state, const std::string& detail = "");

@@ -60,12 +60,7 @@ grpc::Status NodeServiceImpl::LoadShard(
   const proto::ShardOffer offer = std::move(*req.mutable_offer());
   const std::string& sid = offer.session_id();
   if (grpc::Status st = CheckSession(sid, /*need_attached=*/true, ctx); !st.ok()) return st;
-  struct EndCallOnExit {
-    NodeServiceImpl* self;
-    const std::string& sid;
-    grpc::ServerContext* ctx;
-    ~EndCallOnExit() { self->EndCall(sid, ctx); }
-  } end_call{this, sid, ctx};
+  CallScope end_call{this, sid, ctx};
 
   int32_t rank = 0, world = 0;
   {
