@@ -256,7 +256,9 @@ def garbage_loop(url, deadline, rng, stats, headers):
             try:
                 r = http.post(path, content=rng.choice(bodies)(), headers={"Content-Type": "application/json"})
                 stats.add(f"garbage_{r.status_code}")
-                if r.status_code >= 500:
+                # 503 is the overload answer (connection cap, full queue), given before the body is
+                # read: any other 5xx to a broken body is a server fault.
+                if r.status_code >= 500 and r.status_code != 503:
                     stats.add("garbage_5xx")
             except httpx.HTTPError as e:
                 stats.add("garbage_client_error_" + type(e).__name__)
