@@ -102,7 +102,13 @@ void AddBenchEngineSubcommand(CLI::App& bench, int* exit_code) {
                 "cuda: print each op's GPU time in one more decode step per point and in the first step of one "
                 "more prefill per prompt length");
   cmd->add_option("--json", args->json_path, "write the results as JSON to FILE ('-': stdout)");
-  cmd->callback([args, exit_code] { *exit_code = bench::RunBenchEngine(*args); });
+  auto spec = std::make_shared<SpecFlags>();
+  AddSpecOptions(cmd, spec.get());  // default off here: the decode figures are plain decoding's
+  cmd->callback([args, spec, exit_code] {
+    if (spec->mode.empty()) spec->mode = "off";
+    args->spec = SpecConfigOf(*spec);
+    *exit_code = bench::RunBenchEngine(*args);
+  });
 }
 
 }  // namespace
