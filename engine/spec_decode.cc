@@ -13,6 +13,7 @@ constexpr double kSeqWeight = 4.0;        // pseudo-drafts the pooled rate is wo
 constexpr double kGlobalDecay = 0.995;    // the pooled counts forget: acceptance drifts with the traffic
 constexpr double kMinGain = 1.02;         // drafts must promise 2% more tokens a second than none
 constexpr int32_t kIdleSteps = 16;        // MTP: stop its MTP work; n-gram: probe with one draft
+constexpr double kProbeCost = 1.03;       // ... when a step with a one-draft window costs at most 3% more
 
 }  // namespace
 
@@ -70,8 +71,8 @@ void SpecDecoder::Plan(std::vector<scheduler::SpecCandidate>& candidates, int64_
     if (st.idle_steps < kIdleSteps) continue;
     if (mtp()) {
       c.seq->mtp_off = true;  // drafting has not paid for a while: save the MTP work too
-    } else {
-      c.num_drafts = 1;  // a probe keeps its acceptance current (a guess costs nothing to make)
+    } else if (StepSeconds(step_tokens + 1, true) <= kProbeCost * StepSeconds(step_tokens, false)) {
+      c.num_drafts = 1;  // a cheap probe keeps its acceptance current (the guess itself costs nothing)
       st.idle_steps = 0;
     }
   }
@@ -102,7 +103,7 @@ void SpecDecoder::ChooseAuto(std::vector<scheduler::SpecCandidate>& candidates, 
   std::stable_sort(incs.begin(), incs.end(),
                    [](const Increment& a, const Increment& b) { return a.survival > b.survival; });
   const double base_tokens = static_cast<double>(candidates.size());
-  const double base = base_tokens / cost_.Cost(step_tokens);
+  const double base = base_tokens / StepSeconds(step_tokens, false);
   double tokens = base_tokens, best = base;
   int32_t most_k = 0;
   size_t best_prefix = 0;
@@ -110,7 +111,7 @@ void SpecDecoder::ChooseAuto(std::vector<scheduler::SpecCandidate>& candidates, 
   for (size_t m = 0; m < n; ++m) {
     tokens += incs[m].survival;
     most_k = std::max(most_k, incs[m].k);
-    const double seconds = cost_.Cost(step_tokens + static_cast<int64_t>(m) + 1) + draft_step_seconds_ * most_k;
+    const double seconds = StepSeconds(step_tokens + static_cast<int64_t>(m) + 1, true) + draft_step_seconds_ * most_k;
     const double rate = tokens / seconds;
     if (rate > best) {
       best = rate;
@@ -148,7 +149,15 @@ void SpecDecoder::Record(scheduler::SeqId id, int32_t drafted, int32_t accepted)
 }
 
 void SpecDecoder::ObserveStep(int64_t tokens, int32_t max_drafts, double seconds) {
-  cost_.Observe(tokens, seconds - draft_step_seconds_ * max_drafts);
+  if (max_drafts == 0) {
+    cost_.Observe(tokens, seconds);
+  } else {
+    verify_cost_.Observe(tokens, seconds - draft_step_seconds_ * max_drafts);
+  }
+}
+
+double SpecDecoder::StepSeconds(int64_t tokens, bool verify) const {
+  return verify && !verify_cost_.empty() ? verify_cost_.Cost(tokens) : cost_.Cost(tokens);
 }
 
 }  // namespace sparkserve::engine

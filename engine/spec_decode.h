@@ -61,11 +61,16 @@ class SpecDecoder : public scheduler::DraftPlanner {
 
   // After a verify window: `drafted` drafts, the first `accepted` of them held.
   void Record(scheduler::SeqId id, int32_t drafted, int32_t accepted);
-  // A step of `tokens` fed (drafts included) whose largest MTP draft was `max_drafts` took `seconds`.
+  // A step of `tokens` fed (drafts included) whose largest verify window had `max_drafts` drafts
+  // took `seconds`. Steps with verify windows have a curve of their own: they may cost more than
+  // their token count says (per-column GDN state, every column's logits).
   void ObserveStep(int64_t tokens, int32_t max_drafts, double seconds);
   void Forget(scheduler::SeqId id) { seqs_.erase(id); }
 
   StepCostCurve& cost_curve() { return cost_; }
+  const StepCostCurve& verify_cost_curve() const { return verify_cost_; }
+  // Seconds of a step of `tokens` with (verify) or without verify windows.
+  double StepSeconds(int64_t tokens, bool verify) const;
   void set_draft_step_seconds(double s) { draft_step_seconds_ = s; }
   const SpecCounters& counters() const { return counters_; }
   const SpecConfig& config() const { return config_; }
@@ -88,7 +93,8 @@ class SpecDecoder : public scheduler::DraftPlanner {
   std::function<bool(const scheduler::Sequence&)> may_draft_;
   std::unordered_map<scheduler::SeqId, SeqStats> seqs_;
   std::vector<double> global_tried_, global_accepted_;  // all sequences, decaying
-  StepCostCurve cost_;
+  StepCostCurve cost_;         // steps without verify windows (start-up measurement, then every step)
+  StepCostCurve verify_cost_;  // steps with verify windows (empty: as cost_)
   double draft_step_seconds_ = 0.0;  // one MTP draft step (0: host drafter)
   SpecCounters counters_;
 };

@@ -1,5 +1,6 @@
 // Column commit kernel: grid (commits, layers, 2: state | window), float4 copies where aligned.
-#include "kernels/cuda/column_commit.h"
+#include <cstdint>
+
 #include "kernels/cuda/column_commit_kernels.h"
 
 namespace sparkserve::kernels::cuda {

@@ -7,24 +7,13 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "kernels/cuda/column_commit_kernels.h"
 
 namespace sparkserve::kernels::cuda {
 
-// Per GDN layer l: state[l] f32 [num_slots, state_floats] and column_state[l] f32 [num_slots,
-// max_columns, state_floats] (the recurrent state), window[l] / column_window[l] likewise with
-// window_floats (the conv window). Device arrays of num_layers pointers each. For each i < n:
-// state[l][slots[i]] = column_state[l][slots[i], columns[i]] (columns[i] < max_columns), and the
-// same for the window. slots / columns: device int32 [n]. Slots must be distinct.
-struct ColumnCommitLayers {
-  float* const* state = nullptr;
-  const float* const* column_state = nullptr;
-  float* const* window = nullptr;
-  const float* const* column_window = nullptr;
-  int num_layers = 0;
-  int64_t state_floats = 0;
-  int64_t window_floats = 0;
-  int max_columns = 0;
-};
+// For each i < n and layer l: state[l][slots[i]] = column_state[l][slots[i], columns[i]]
+// (columns[i] < max_columns), and the same for the window. slots / columns: device int32 [n];
+// slots distinct.
 absl::Status CommitColumns(const ColumnCommitLayers& layers, const int32_t* slots, const int32_t* columns, int n,
                            cudaStream_t stream);
 
