@@ -12,8 +12,9 @@ constexpr double kGlobalWeight = 2.0;     // pseudo-drafts the prior is worth ag
 constexpr double kSeqWeight = 4.0;        // pseudo-drafts the pooled rate is worth against a sequence's own
 constexpr double kGlobalDecay = 0.995;    // the pooled counts forget: acceptance drifts with the traffic
 constexpr double kMinGain = 1.02;         // drafts must promise 2% more tokens a second than none
-constexpr int32_t kIdleSteps = 16;        // MTP: stop its MTP work; n-gram: probe with one draft
-constexpr double kProbeCost = 1.03;       // ... when a step with a one-draft window costs at most 3% more
+constexpr int32_t kIdleSteps = 16;        // a sequence that did not draft for this many steps probes
+constexpr double kRetireAfter = 4;        // MTP: after this many first drafts ...
+constexpr double kRetireBelow = 0.2;      // ... accepted less often than this: MTP stops for the sequence
 
 }  // namespace
 
@@ -63,17 +64,24 @@ void SpecDecoder::Plan(std::vector<scheduler::SpecCandidate>& candidates, int64_
     return;
   }
   ChooseAuto(candidates, proposal, step_tokens, budget);
+  // Probes: a sequence that has not drafted for kIdleSteps drafts its whole proposal in the next
+  // probe step (one step in kIdleSteps), so that acceptance it has never shown can be learnt and
+  // the extra cost stays a small share of the steps.
+  const bool probe_step = ++plan_calls_ % kIdleSteps == 0;
   for (size_t i = 0; i < candidates.size(); ++i) {
     scheduler::SpecCandidate& c = candidates[i];
     if (proposal[i] == 0) continue;
     SeqStats& st = seqs_[c.seq->id];
-    st.idle_steps = c.num_drafts > 0 ? 0 : st.idle_steps + 1;
-    if (st.idle_steps < kIdleSteps) continue;
-    if (mtp()) {
-      c.seq->mtp_off = true;  // drafting has not paid for a while: save the MTP work too
-    } else if (StepSeconds(step_tokens + 1, true) <= kProbeCost * StepSeconds(step_tokens, false)) {
-      c.num_drafts = 1;  // a cheap probe keeps its acceptance current (the guess itself costs nothing)
+    if (c.num_drafts > 0) {
       st.idle_steps = 0;
+    } else if (++st.idle_steps >= kIdleSteps && probe_step) {
+      c.num_drafts = proposal[i];
+      st.idle_steps = 0;
+    }
+    // MTP whose first draft keeps failing: no more drafts, and no more MTP work either.
+    if (mtp() && !st.tried.empty() && st.tried[0] >= kRetireAfter && st.accepted[0] < kRetireBelow * st.tried[0]) {
+      c.seq->mtp_off = true;
+      c.num_drafts = 0;
     }
   }
 }

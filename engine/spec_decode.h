@@ -1,7 +1,8 @@
 // SpecDecoder: the engine's speculative decoding policy (scheduler::DraftPlanner). It chooses each
 // decode's k for the step from the sequence's running acceptance per draft position and the
 // measured step cost curve, maximising the step's expected tokens per second (k = 0 everywhere
-// when drafting does not pay; then an MTP sequence also stops its MTP work). With `fixed` it
+// when drafting does not pay, but for rare probes; an MTP sequence whose first drafts keep failing
+// also stops its MTP work). With `fixed` it
 // drafts K wherever the drafter has a guess. It keeps the acceptance counters behind the metrics.
 //
 // Acceptance (engine.cc): the drafts are deterministic (greedy MTP, n-gram lookup): a one-hot
@@ -96,6 +97,7 @@ class SpecDecoder : public scheduler::DraftPlanner {
   StepCostCurve cost_;         // steps without verify windows (start-up measurement, then every step)
   StepCostCurve verify_cost_;  // steps with verify windows (empty: as cost_)
   double draft_step_seconds_ = 0.0;  // one MTP draft step (0: host drafter)
+  int64_t plan_calls_ = 0;
   SpecCounters counters_;
 };
 

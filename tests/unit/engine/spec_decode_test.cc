@@ -97,12 +97,28 @@ TEST(SpecDecoderAuto, KFollowsAcceptanceAndMtpWorkStopsWhenIdle) {
   EXPECT_EQ(p.counters().num_draft_tokens, 480);
   EXPECT_EQ(p.counters().num_accepted_tokens, 240);
   EXPECT_EQ(p.counters().accepted_per_pos, (std::vector<int64_t>(6, 40)));
-  for (int i = 0; i < 20; ++i) {
-    c[1].num_drafts = 0;
-    p.Plan(c, 2, 100);
-  }
-  EXPECT_TRUE(c[1].seq->mtp_off);  // idle for 16+ steps: its MTP work stops
+  EXPECT_TRUE(c[1].seq->mtp_off);  // its first drafts never held: its MTP work stops
   EXPECT_FALSE(c[0].seq->mtp_off);
+}
+
+TEST(SpecDecoderAuto, ProbesASequenceThatStoppedDraftingInOneStepOfSixteen) {
+  PolicyFixture f;
+  SpecConfig cfg = Auto(3);
+  cfg.mode = SpecMode::kNgram;
+  SpecDecoder p(cfg, std::make_unique<NgramDrafter>(), [](const scheduler::Sequence&) { return true; });
+  for (int t = 1; t <= 64; ++t) p.cost_curve().Observe(t, 1.0 * t);  // drafting never pays by the estimate
+  auto c = f.Candidates(1, 3);
+  c[0].seq->tokens = {1, 2, 3, 4, 1, 2};
+  std::vector<int> drafted_at;
+  for (int step = 1; step <= 48; ++step) {
+    c[0].num_drafts = 0;
+    p.Plan(c, 1, 100);
+    if (c[0].num_drafts > 0) {
+      EXPECT_EQ(c[0].num_drafts, 3);  // the whole proposal: every position learns
+      drafted_at.push_back(step);
+    }
+  }
+  EXPECT_EQ(drafted_at, (std::vector<int>{16, 32, 48}));
 }
 
 TEST(SpecDecoderFixed, DraftsTheProposalAndNeverForConstrainedSequences) {

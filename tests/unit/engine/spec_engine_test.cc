@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -18,6 +20,7 @@
 #include "engine/generate.h"
 #include "engine/grammar_constraint.h"
 #include "model/cpu/cpu_model_loader.h"
+#include "quant/safetensors_reader.h"
 #include "text/constraint/regex_parser.h"
 
 namespace sparkserve::engine {
@@ -34,6 +37,9 @@ struct EngineOptions {
   int32_t max_seq_len = 96;
   int32_t num_pages = 0;  // 0: enough for every sequence
   SpecConfig spec;
+  int32_t prefill_chunk = 16;  // prompts prefill over several steps: MTP work follows every chunk
+  // Wraps the runner (tests that look at the plans and outputs); null: none.
+  std::function<std::unique_ptr<model::ModelRunner>(std::unique_ptr<model::ModelRunner>)> wrap;
 };
 
 std::unique_ptr<Engine> MakeEngine(const std::string& fixture, const EngineOptions& o) {
@@ -43,15 +49,17 @@ std::unique_ptr<Engine> MakeEngine(const std::string& fixture, const EngineOptio
   r.state.kv_page_size = 4;
   r.state.num_kv_pages = o.num_pages > 0 ? o.num_pages : o.max_batch * ((o.max_seq_len + 3) / 4);
   r.state.max_verify_tokens = o.spec.mode == SpecMode::kOff ? 1 : o.spec.max_drafts + 1;
-  auto runner = model::cpu::LoadCpuModel(GoldenDir(fixture), r);
-  EXPECT_TRUE(runner.ok()) << runner.status();
-  if (!runner.ok()) return nullptr;
+  auto loaded = model::cpu::LoadCpuModel(GoldenDir(fixture), r);
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+  if (!loaded.ok()) return nullptr;
+  std::unique_ptr<model::ModelRunner> runner = std::move(*loaded);
+  if (o.wrap) runner = o.wrap(std::move(runner));
   EngineConfig ec;
   ec.scheduler.max_batch = o.max_batch;
   ec.scheduler.max_step_tokens = 256;
-  ec.scheduler.prefill_chunk = 16;  // prompts prefill over several steps: MTP work follows every chunk
+  ec.scheduler.prefill_chunk = o.prefill_chunk;
   ec.spec = o.spec;
-  auto engine = Engine::Create(std::move(*runner), ec);
+  auto engine = Engine::Create(std::move(runner), ec);
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return nullptr;
   (*engine)->Start();
@@ -186,6 +194,59 @@ TEST_P(SpecGreedy, PreemptedSequencesStillEqualPlain) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, SpecGreedy, testing::Values("text_tied", "text_untied", "vl_tied", "vl_untied"));
+
+// Passes every step to the runner it wraps and keeps the MTP drafts each step made.
+class DraftRecorder : public model::ModelRunner {
+ public:
+  explicit DraftRecorder(std::unique_ptr<model::ModelRunner> inner, std::vector<std::vector<int32_t>>* drafts)
+      : inner_(std::move(inner)), drafts_(drafts) {}
+  model::ModelCapacity capacity() const override { return inner_->capacity(); }
+  bool has_mtp() const override { return inner_->has_mtp(); }
+  absl::StatusOr<model::StepOutput> Run(const model::StepPlan& plan) override {
+    auto out = inner_->Run(plan);
+    if (out.ok()) {
+      for (const auto& d : out->drafts) {
+        if (!d.empty()) drafts_->push_back(d);
+      }
+    }
+    return out;
+  }
+
+ private:
+  std::unique_ptr<model::ModelRunner> inner_;
+  std::vector<std::vector<int32_t>>* drafts_;
+};
+
+// The MTP work the scheduler plans (teacher forcing after every prefill chunk, then the drafts of
+// the first verify window) gives the reference's K-step greedy drafts after the prompt
+// (tests/golden/make_qwen35_golden.py, the same as the CPU runner's own golden test).
+TEST(SpecMtp, FirstVerifyDraftsAfterChunkedPrefillMatchReference) {
+  for (const std::string fixture : {"text_tied", "vl_untied"}) {
+    auto f = quant::SafetensorsFile::Open(GoldenDir(fixture) + "/reference.safetensors");
+    ASSERT_TRUE(f.ok()) << f.status();
+    const auto read = [&](const char* name) {
+      auto t = f->Get(name);
+      EXPECT_TRUE(t.ok()) << name;
+      std::vector<int32_t> v(static_cast<size_t>(t->numel()));
+      std::memcpy(v.data(), t->raw_data(), t->nbytes());
+      return v;
+    };
+    const std::vector<int32_t> ids = read("ids"), greedy = read("greedy"), want = read("draft_tokens");
+    ASSERT_GE(ids.size(), 4u);
+    ASSERT_TRUE(!want.empty() && want.size() <= 8u);
+    std::vector<std::vector<int32_t>> drafts;
+    EngineOptions o;
+    o.spec = Spec(SpecMode::kMtp, static_cast<int32_t>(want.size()));
+    o.prefill_chunk = 3;  // several chunks, each teacher-forced in the step after it
+    o.wrap = [&](std::unique_ptr<model::ModelRunner> r) { return std::make_unique<DraftRecorder>(std::move(r), &drafts); };
+    auto e = MakeEngine(fixture, o);
+    const auto out = Output(*e, Greedy(ids, static_cast<int32_t>(want.size()) + 2));
+    ASSERT_FALSE(out.empty());
+    EXPECT_EQ(out.front(), greedy.front());
+    ASSERT_FALSE(drafts.empty());
+    EXPECT_EQ(drafts.front(), want) << fixture;
+  }
+}
 
 // Drafts on the host from each prompt's known plain continuation: exactly it (replay), each token
 // plus one (wrong), or random tokens.
