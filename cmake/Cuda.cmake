@@ -24,9 +24,13 @@ if(SPARKSERVE_WITH_CUDA)
   # checks); host code around them lives in .cc files.
   string(APPEND CMAKE_CUDA_FLAGS " --expt-relaxed-constexpr")
   find_package(CUDAToolkit REQUIRED)
-  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu)
-  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
-  if(NCCL_LIBRARY AND NCCL_INCLUDE_DIR)
+  # NCCL: only its header at build time; core/nccl_collective.cc loads libnccl.so.2 at run time
+  # (a 200+ MB library that bundles need not carry, and that binaries run without).
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include)
+  # Where this machine's libnccl.so.2 lies: the run-time fallback when the loader does not find it.
+  find_library(NCCL_LIBRARY NAMES libnccl.so.2 nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib
+               /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu)
+  if(NCCL_INCLUDE_DIR)
     set(SPARKSERVE_WITH_NCCL ON)
   else()
     set(SPARKSERVE_WITH_NCCL OFF)

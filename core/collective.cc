@@ -1,9 +1,58 @@
-// In-process collective: ranks publish their buffers, meet at a barrier, read everyone's, meet again.
+// In-process collective: ranks publish their buffers, meet at a barrier, read everyone's, meet
+// again; device buffers are staged through host memory. The default WaitDevice.
 #include "core/collective.h"
 
 #include <algorithm>
 
+#include "core/status.h"
+#include "fmt/format.h"
+#ifdef SPARKSERVE_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 namespace sparkserve::core {
+
+#ifdef SPARKSERVE_WITH_CUDA
+namespace {
+
+absl::Status CudaCheck(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(fmt::format("{}: {} ({})", what, cudaGetErrorString(err), cudaGetErrorName(err)));
+}
+
+class CudaStaging : public DeviceStaging {
+ public:
+  absl::Status Wait(void* stream) override {
+    return CudaCheck(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
+  }
+  absl::Status ToHost(const float* device, size_t count, float* host, void* stream) override {
+    RETURN_IF_ERROR(CudaCheck(cudaMemcpyAsync(host, device, count * sizeof(float), cudaMemcpyDeviceToHost,
+                                              static_cast<cudaStream_t>(stream)),
+                              "staging copy down"));
+    return Wait(stream);
+  }
+  absl::Status ToDevice(const float* host, size_t count, float* device, void* stream) override {
+    RETURN_IF_ERROR(CudaCheck(cudaMemcpyAsync(device, host, count * sizeof(float), cudaMemcpyHostToDevice,
+                                              static_cast<cudaStream_t>(stream)),
+                              "staging copy up"));
+    return Wait(stream);
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<DeviceStaging> CudaDeviceStaging() { return std::make_shared<CudaStaging>(); }
+
+absl::Status Collective::WaitDevice(void* stream) {
+  return CudaCheck(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
+}
+#else
+std::shared_ptr<DeviceStaging> CudaDeviceStaging() { return nullptr; }
+
+absl::Status Collective::WaitDevice(void*) {
+  return absl::FailedPreconditionError("WaitDevice: this sparkserve was built without CUDA");
+}
+#endif
 
 class InProcessGroup::Rank : public Collective {
  public:
@@ -41,13 +90,63 @@ class InProcessGroup::Rank : public Collective {
     return absl::OkStatus();
   }
 
+  // Device buffers through host copies. A rank whose copy fails still meets the others (with no
+  // data), so that every rank fails instead of waiting for it.
+  absl::Status AllReduceSumDevice(float* data, size_t count, void* stream) override {
+    RETURN_IF_ERROR(CheckStaging());
+    std::vector<float> host(count);
+    const absl::Status down = g_->staging_->ToHost(data, count, host.data(), stream);
+    const absl::Status sum = AllReduceSum(down.ok() ? std::span<float>(host) : std::span<float>());
+    RETURN_IF_ERROR(down);
+    RETURN_IF_ERROR(sum);
+    return g_->staging_->ToDevice(host.data(), count, data, stream);
+  }
+
+  absl::Status AllGatherDevice(const float* local, size_t count, float* out, void* stream) override {
+    RETURN_IF_ERROR(CheckStaging());
+    std::vector<float> host(count);
+    const absl::Status down = g_->staging_->ToHost(local, count, host.data(), stream);
+    g_->ptrs_[r_] = host.data();
+    g_->sizes_[r_] = down.ok() ? count : ~size_t{0};
+    g_->barrier_.arrive_and_wait();
+    std::vector<float> all;
+    bool equal = true;
+    for (int32_t q = 0; q < g_->world_; ++q) equal = equal && g_->sizes_[q] == count;
+    if (equal) {
+      all.reserve(count * static_cast<size_t>(g_->world_));
+      for (int32_t q = 0; q < g_->world_; ++q) all.insert(all.end(), g_->ptrs_[q], g_->ptrs_[q] + count);
+    }
+    g_->barrier_.arrive_and_wait();  // everyone has read before anyone's buffer goes
+    RETURN_IF_ERROR(down);
+    if (!equal) {
+      return absl::InvalidArgumentError(
+          "AllGatherDevice: ranks passed different counts, or a rank could not read its buffer");
+    }
+    return g_->staging_->ToDevice(all.data(), all.size(), out, stream);
+  }
+
+  absl::Status WaitDevice(void* stream) override {
+    RETURN_IF_ERROR(CheckStaging());
+    return g_->staging_->Wait(stream);
+  }
+
+  std::string transport() const override {
+    return g_->staging_ ? "in-process (device buffers staged through host memory)" : "in-process";
+  }
+
  private:
+  absl::Status CheckStaging() const {
+    if (g_->staging_) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        "in-process collective: no device staging (this sparkserve was built without CUDA)");
+  }
+
   InProcessGroup* g_;
   int32_t r_;
 };
 
-InProcessGroup::InProcessGroup(int32_t world)
-    : world_(world), barrier_(world), ptrs_(world), sizes_(world) {
+InProcessGroup::InProcessGroup(int32_t world, std::shared_ptr<DeviceStaging> staging)
+    : world_(world), staging_(std::move(staging)), barrier_(world), ptrs_(world), sizes_(world) {
   for (int32_t r = 0; r < world; ++r) ranks_.push_back(std::make_unique<Rank>(this, r));
 }
 

@@ -36,6 +36,18 @@ class Collective {
   }
   // A short human description of the transport (cluster-check, logs): "in-process", "gloo tcp ...".
   virtual std::string transport() const { return "in-process"; }
+
+  // Whether the device methods only enqueue work on the stream (no host wait), so that a CUDA graph
+  // may capture them (NCCL); a host-staged path answers false and the CUDA runner then replays its
+  // graphs in segments with the collective called between them.
+  virtual bool device_capturable() const { return false; }
+  // Changes whenever the group under this collective is rebuilt: device work captured before (a
+  // graph holding NCCL calls on the old communicator) must be captured again.
+  virtual uint64_t group_epoch() const { return 0; }
+  // Waits until the work enqueued on `stream` so far has finished, as long as the group allows: a
+  // collective that can tell a dead or hung peer (NCCL's async errors and timeouts) fails instead of
+  // hanging. The default is cudaStreamSynchronize (CUDA builds; FailedPrecondition otherwise).
+  virtual absl::Status WaitDevice(void* stream);
 };
 
 // One rank: the sum is the data, the gather is a copy.
@@ -49,13 +61,31 @@ class SingleRankCollective : public Collective {
     return absl::OkStatus();
   }
   absl::Status AllReduceSumDevice(float*, size_t, void*) override { return absl::OkStatus(); }
+  bool device_capturable() const override { return true; }
   std::string transport() const override { return "single rank"; }
 };
 
-// N ranks as N threads of one process (each rank calls from its own thread, in lockstep).
+// How a host collective reaches device memory: CUDA copies on the caller's stream in CUDA builds;
+// tests of the staging logic substitute host copies.
+class DeviceStaging {
+ public:
+  virtual ~DeviceStaging() = default;
+  virtual absl::Status Wait(void* stream) = 0;  // the stream's work so far has finished
+  virtual absl::Status ToHost(const float* device, size_t count, float* host, void* stream) = 0;  // then waits
+  virtual absl::Status ToDevice(const float* host, size_t count, float* device, void* stream) = 0;  // then waits
+};
+// CUDA copies (cudaMemcpyAsync + cudaStreamSynchronize); null in a build without CUDA.
+std::shared_ptr<DeviceStaging> CudaDeviceStaging();
+
+// N ranks as N threads of one process (each rank calls from its own thread, in lockstep). The
+// device methods stage through host memory (copy down, the threads' barrier, the sum in rank
+// order, copy up), so that N ranks can share one GPU in a test (NCCL refuses two ranks on one
+// GPU); they are not capturable into CUDA graphs.
 class InProcessGroup {
  public:
-  explicit InProcessGroup(int32_t world);
+  // `staging`: how device buffers are read and written (default: CUDA copies; in a build without
+  // CUDA the device methods then fail FailedPrecondition).
+  explicit InProcessGroup(int32_t world, std::shared_ptr<DeviceStaging> staging = CudaDeviceStaging());
   ~InProcessGroup();
   Collective& rank(int32_t r) { return *ranks_[static_cast<size_t>(r)]; }
 
@@ -63,6 +93,7 @@ class InProcessGroup {
   class Rank;
   friend class Rank;
   int32_t world_;
+  std::shared_ptr<DeviceStaging> staging_;
   std::barrier<> barrier_;
   std::vector<const float*> ptrs_;
   std::vector<size_t> sizes_;

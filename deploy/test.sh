@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Everything CI runs: set-up, build, every CPU test (ctest: unit + golden; pytest: e2e + oracles),
+# Everything CI runs: set-up, build, every CPU test (ctest: unit + golden; pytest: e2e + oracles +
+# the one-minute soak), then the sanitizer build of the request-facing code (deploy/fuzz.sh: its
+# unit tests under ASan + UBSan and each fuzz target for SPARKSERVE_FUZZ_SECONDS, default 10),
 # ending with one summary line "N passed, N failed".
 #   deploy/test.sh [--build-dir DIR] [--cpu|--cuda]
 source "$(dirname "$0")/common.sh"
@@ -32,6 +34,7 @@ passed=$((passed + c_total - c_failed)); failed=$((failed + c_failed))
 log "pytest"
 set +e
 "$BUILD_DIR/venv/bin/python" -m pytest -q -p no:cacheprovider "$REPO_ROOT/tests/e2e" "$REPO_ROOT/tests/golden" "$REPO_ROOT/tests/layering" \
+  "$REPO_ROOT/tests/soak" \
   --junitxml="$BUILD_DIR/pytest.xml" 2>&1 | tee "$BUILD_DIR/pytest.log"
 py_rc=${PIPESTATUS[0]}
 set -e
@@ -52,6 +55,18 @@ p_pass=${py_counts% *}; p_fail=${py_counts#* }
 # pytest exit 5 means "no tests collected": not a failure for this summary.
 if [ "$py_rc" != 0 ] && [ "$py_rc" != 5 ] && [ "$p_fail" = 0 ]; then p_fail=1; fi
 passed=$((passed + p_pass)); failed=$((failed + p_fail))
+
+log "fuzz (ASan + UBSan)"
+set +e
+"$REPO_ROOT/deploy/fuzz.sh" --build-dir "$BUILD_DIR-fuzz" --seconds "${SPARKSERVE_FUZZ_SECONDS:-10}" --unit-tests \
+  2>&1 | tee "$BUILD_DIR/fuzz.log"
+fuzz_rc=${PIPESTATUS[0]}
+set -e
+f_line=$(grep -Eo '^fuzz: [0-9]+ passed, [0-9]+ failed' "$BUILD_DIR/fuzz.log" | tail -1)
+f_pass=$(echo "$f_line" | grep -Eo '[0-9]+ passed' | grep -Eo '[0-9]+' || echo 0)
+f_fail=$(echo "$f_line" | grep -Eo '[0-9]+ failed' | grep -Eo '[0-9]+' || echo 0)
+if [ "$fuzz_rc" != 0 ] && [ "${f_fail:-0}" = 0 ]; then f_fail=1; fi  # the build itself failed
+passed=$((passed + ${f_pass:-0})); failed=$((failed + ${f_fail:-0}))
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

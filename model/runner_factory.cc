@@ -103,7 +103,8 @@ absl::StatusOr<LoadedRunner> LoadModelRunner(quant::Checkpoint shard, const Qwen
     return absl::InvalidArgumentError(fmt::format("the collective has {} ranks, the shard plan {}",
                                                   collective->world(), plan.world));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaModelRunner> r, cuda::CudaModelRunner::Load(shard, config, plan, o));
+  ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaModelRunner> r,
+                   cuda::CudaModelRunner::Load(shard, config, plan, collective, o));
   out.config = r->config();
   out.runner = std::move(r);
   out.backend_description = fmt::format("cuda: {} (sm_{}{})", dev.name, dev.major, dev.minor);

@@ -1,8 +1,14 @@
 // `sparkserve serve MODEL_DIR [...]`: the OpenAI + Anthropic HTTP server. Listens first (so
 // /health answers 503 while the model loads), then loads the tokenizer, chat template and model,
 // starts the engine, and serves until SIGTERM/SIGINT: then new requests get 503, in-flight ones
-// finish (up to --drain-timeout), and the process exits 0.
+// finish (up to --drain-timeout; what is left then ends with an error event), and the process
+// exits 0. A signal during the model load exits at once; so does a second signal.
+#include <sys/resource.h>
+
+#include <condition_variable>
 #include <csignal>
+#include <mutex>
+#include <thread>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -44,6 +50,10 @@ struct ServeArgs {
   int max_queue = 256;
   int io_threads = 2;
   int max_body_mb = 32;
+  int64_t max_connections = 0;  // 0: max(256, max_queue + max_batch + 128)
+  int max_stop_strings = 16;
+  int max_stop_string_bytes = 256;
+  int render_threads = 2;
   std::string output_parser = "qwen3_5";
   int drain_timeout_s = 60;
   bool enforce_eager = false;
@@ -64,15 +74,80 @@ scheduler::SamplingParams DefaultSampling(const model::Qwen35Config& config) {
   return s;
 }
 
+// SIGTERM/SIGINT, taken by a thread of their own (blocked everywhere else). The first one during
+// the model load exits at once (nothing was accepted yet); the first one while serving starts the
+// drain; a second one exits at once.
+class ShutdownSignals : public std::enable_shared_from_this<ShutdownSignals> {
+ public:
+  ShutdownSignals() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);  // before any other thread starts
+  }
+  void Start() {
+    std::thread([self = shared_from_this()] { self->Loop(); }).detach();  // lives until the process exits
+  }
+  // The model is loaded: from now on the first signal drains.
+  void Serving() {
+    std::lock_guard lock(mu_);
+    loading_ = false;
+  }
+  // Blocks until the first signal while serving; returns it.
+  int Wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return requested_ != 0; });
+    return requested_;
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set_, &sig) != 0) continue;
+      std::unique_lock lock(mu_);
+      if (loading_) ExitNow(fmt::format("signal {} during the model load: exiting now", sig), 0);
+      if (requested_ != 0) ExitNow(fmt::format("second signal ({}): exiting now, without draining", sig), 128 + sig);
+      requested_ = sig;
+      cv_.notify_all();
+    }
+  }
+  [[noreturn]] static void ExitNow(const std::string& message, int code) {
+    spdlog::warn("serve: {}", message);
+    spdlog::default_logger()->flush();
+    std::fflush(stdout);
+    std::_Exit(code);
+  }
+  sigset_t set_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool loading_ = true;
+  int requested_ = 0;
+};
+
+// Raises the soft limit on open files to the hard one (connections are file descriptors); returns it.
+uint64_t RaiseOpenFileLimit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return 1024;
+  if (lim.rlim_cur < lim.rlim_max) {
+    rlimit want = lim;
+    want.rlim_cur = std::min<rlim_t>(lim.rlim_max, 1 << 20);
+    if (setrlimit(RLIMIT_NOFILE, &want) == 0) lim = want;
+  }
+  return lim.rlim_cur == RLIM_INFINITY ? (1u << 20) : static_cast<uint64_t>(lim.rlim_cur);
+}
+
 int Serve(const ServeArgs& a) {
   if (a.tp != 1 || !a.nodes.empty()) {
     spdlog::error("serve: tensor parallelism (--tp/--nodes) is not wired into serve yet; use --tp 1");
     return 2;
   }
   if (a.port < 0 || a.port > 65535 || a.runner.max_batch < 1 || a.runner.max_seq_len < 2 || a.max_tokens < 0 ||
-      a.prefill_chunk < 0 || a.max_queue < 1 || a.io_threads < 1 || a.max_body_mb < 1) {
+      a.prefill_chunk < 0 || a.max_queue < 1 || a.io_threads < 1 || a.max_body_mb < 1 || a.max_connections < 0 ||
+      a.max_stop_strings < 0 || a.max_stop_string_bytes < 1 || a.render_threads < 1) {
     spdlog::error("serve: out-of-range option (check --port, --max-batch, --max-seq-len, --max-tokens, "
-                  "--prefill-chunk, --max-queue, --io-threads, --max-body-mb)");
+                  "--prefill-chunk, --max-queue, --io-threads, --max-body-mb, --max-connections, "
+                  "--max-stop-strings, --max-stop-string-bytes, --render-threads)");
     return 2;
   }
   auto family = text::ParseModelFamily(a.output_parser);
@@ -81,12 +156,18 @@ int Serve(const ServeArgs& a) {
     return 2;
   }
 
-  // SIGTERM/SIGINT are taken by sigwait below: block them before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  auto signals = std::make_shared<ShutdownSignals>();  // blocks SIGTERM/SIGINT before any thread starts
+  signals->Start();
+  const uint64_t open_files = RaiseOpenFileLimit();
+  int64_t max_connections = a.max_connections;
+  if (max_connections == 0) {
+    max_connections = std::max<int64_t>(256, int64_t{a.max_queue} + a.runner.max_batch + 128);
+    // Leave descriptors for the model files, the engine and the logs.
+    max_connections = std::max<int64_t>(16, std::min<int64_t>(max_connections, static_cast<int64_t>(open_files) - 128));
+  } else if (static_cast<uint64_t>(max_connections) + 64 > open_files) {
+    spdlog::warn("serve: --max-connections {} is close to the open-file limit ({}); accepting may fail before it",
+                 max_connections, open_files);
+  }
 
   std::atomic<bool> ready{false};
   http::ServingContext ctx;
@@ -99,20 +180,24 @@ int Serve(const ServeArgs& a) {
   ctx.default_max_tokens = a.max_tokens;
   ctx.api_key = a.api_key;
   ctx.ready = &ready;
+  ctx.max_stop_strings = a.max_stop_strings;
+  ctx.max_stop_string_bytes = a.max_stop_string_bytes;
   ctx.parser_factory = http::MakeModelPieceParserFactory(*family);
   ctx.tool_call_markup = http::ToolCallMarkupFor(*family);
   http::ServingMetrics metrics(ctx.model_name);
-  http::ApiServer api(ctx, &metrics);
+  http::ApiServer api(ctx, &metrics, a.render_threads);
 
   http::HttpServerOptions opts;
   opts.host = a.host;
   opts.port = static_cast<uint16_t>(a.port);
   opts.io_threads = a.io_threads;
   opts.max_body_bytes = static_cast<uint64_t>(a.max_body_mb) << 20;
+  opts.max_connections = max_connections;
   opts.error_response = &http::ApiServer::TransportError;
   http::HttpServer server(opts, [&api](http::HttpRequest r, std::shared_ptr<http::ResponseChannel> c) {
     api.Handle(std::move(r), std::move(c));
   });
+  metrics.SetTransportGauges([&server] { return server.in_flight(); }, [&server] { return server.connections(); });
   if (auto st = server.Start(); !st.ok()) {
     spdlog::error("serve: {}", std::string(st.message()));
     return 1;
@@ -167,19 +252,21 @@ int Serve(const ServeArgs& a) {
       text::constraint::TokenVocabulary::FromTokenizer((*codec)->tokenizer(), (*engine)->capacity().vocab_size));
   ctx.reasoning_end = *family == text::ModelFamily::kNone ? "" : "</think>";
   ctx.default_sampling = DefaultSampling(config);
-  ready.store(true);
+  ready.store(true, std::memory_order_release);  // publishes ctx.codec, ctx.engine, default_sampling
+  signals->Serving();
   spdlog::info("serve: model '{}' ready on http://{}:{} ({}, max_batch {}, max_seq_len {}, eos {})", ctx.model_name,
                a.host, server.port(), loaded->backend_description, runner.max_batch, runner.max_seq_len, fmt::join(ec.eos_token_ids, ","));
 
-  int sig = 0;
-  sigwait(&signals, &sig);
-  spdlog::info("serve: signal {}: refusing new requests, draining {} in flight", sig, server.in_flight());
+  const int sig = signals->Wait();
+  spdlog::info("serve: signal {}: refusing new requests, draining {} in flight (a second signal exits at once)", sig,
+               server.in_flight());
   server.BeginDrain();
   if (!server.WaitDrained(std::chrono::seconds(a.drain_timeout_s))) {
     spdlog::warn("serve: {} requests still in flight after {} s; aborting them", server.in_flight(),
                  a.drain_timeout_s);
   }
-  (*engine)->Shutdown();
+  (*engine)->Shutdown();  // what is left ends with an error event; give the streams a moment to say so
+  server.WaitDrained(std::chrono::seconds(5));
   const engine::EngineStats stats = (*engine)->Stats();
   spdlog::info("serve: structured outputs: {} grammars compiled ({} cache hits); masks computed for {:.3f} s, "
                "steps waited {:.3f} s for them", ctx.grammars->misses(), ctx.grammars->hits(),
@@ -223,6 +310,14 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-queue", a->max_queue, "waiting requests at most; beyond: 429 (default 256)");
   cmd->add_option("--io-threads", a->io_threads, "HTTP I/O threads (default 2)");
   cmd->add_option("--max-body-mb", a->max_body_mb, "request body limit in MiB; beyond: 413 (default 32)");
+  cmd->add_option("--max-connections", a->max_connections,
+                  "open client connections at most; beyond: 503 and close (default 0: max(256, max-queue + "
+                  "max-batch + 128), within the open-file limit)");
+  cmd->add_option("--max-stop-strings", a->max_stop_strings, "stop strings per request at most; beyond: 400 (default 16)");
+  cmd->add_option("--max-stop-string-bytes", a->max_stop_string_bytes,
+                  "bytes per stop string at most; beyond: 400 (default 256)");
+  cmd->add_option("--render-threads", a->render_threads,
+                  "threads that render chat templates and tokenize requests, off the I/O threads (default 2)");
   cmd->add_option("--output-parser", a->output_parser, "reasoning/tool-call markup: qwen3_5|qwen3|none (default qwen3_5)");
   cmd->add_option("--drain-timeout", a->drain_timeout_s, "seconds to let requests finish on SIGTERM (default 60)");
   cmd->callback([=] {

@@ -20,7 +20,7 @@ std::string TextOfBlocks(const Json& v, const char* where) {
   if (!v.is_array()) throw RequestError(400, fmt::format("{} must be a string or an array of text blocks", where));
   std::string text;
   for (const auto& b : v) {
-    std::string type = b.is_object() ? b.value("type", "") : "";
+    std::string type = b.is_object() ? StringOr(b, "type", "", where) : "";
     if (type == "text" && b.contains("text") && b["text"].is_string()) {
       text += b["text"].get<std::string>();
     } else if (type == "image" || type == "document") {
@@ -68,8 +68,9 @@ Json AnthropicToChatMessages(const Json& body) {
       text.clear();
       has_text = false;
     };
+    const std::string where = fmt::format("messages.{}.content[]", i);
     for (const auto& b : *content) {
-      std::string type = b.is_object() ? b.value("type", "") : "";
+      std::string type = b.is_object() ? StringOr(b, "type", "", where) : "";
       if (type == "text") {
         if (!b.contains("text") || !b["text"].is_string()) {
           throw RequestError(400, fmt::format("messages.{}: a text block needs a string 'text'", i), "messages");
@@ -83,13 +84,13 @@ Json AnthropicToChatMessages(const Json& body) {
           throw RequestError(400, fmt::format("messages.{}: tool_use needs a string 'name'", i), "messages");
         }
         Json input = b.contains("input") && b["input"].is_object() ? b["input"] : Json::object();
-        tool_calls.push_back({{"id", b.value("id", "")}, {"type", "function"},
+        tool_calls.push_back({{"id", StringOr(b, "id", "", where)}, {"type", "function"},
                               {"function", {{"name", b["name"]}, {"arguments", input}}}});
       } else if (type == "tool_result" && role == "user") {
         flush_user_text();
         std::string result = TextOfBlocks(b.contains("content") ? b["content"] : Json(nullptr),
                                           "tool_result content");
-        out.push_back({{"role", "tool"}, {"tool_call_id", b.value("tool_use_id", "")}, {"content", result}});
+        out.push_back({{"role", "tool"}, {"tool_call_id", StringOr(b, "tool_use_id", "", where)}, {"content", result}});
       } else if ((type == "thinking" || type == "redacted_thinking") && role == "assistant") {
         if (type == "thinking" && b.contains("thinking") && b["thinking"].is_string()) {
           reasoning += b["thinking"].get<std::string>();
@@ -117,10 +118,18 @@ Json AnthropicToChatTools(const Json& body) {
   if (!it->is_array()) throw RequestError(400, "tools: must be an array", "tools");
   if (it->empty()) return nullptr;
   Json out = Json::array();
-  for (const auto& t : *it) {
+  for (size_t i = 0; i < it->size(); ++i) {
+    const Json& t = (*it)[i];
     if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) {
       throw RequestError(400, "tools: each tool needs a string 'name'", "tools");
     }
+    auto desc = t.find("description");
+    auto schema = t.find("input_schema");
+    if (schema != t.end() && !schema->is_object()) {
+      throw RequestError(400, fmt::format("tools.{}.input_schema: must be a JSON Schema object", i), "tools");
+    }
+    CheckToolDefinition(t["name"], desc == t.end() ? nullptr : &*desc, schema == t.end() ? nullptr : &*schema,
+                        "input_schema", fmt::format("tools.{}", i), "tools");
     if (t.contains("type") && t["type"].is_string() && t["type"] != "custom") {
       throw RequestError(400, fmt::format("tools: server tool type '{}' is not supported",
                                           t["type"].get<std::string>()), "tools");
@@ -150,12 +159,13 @@ Json AnthropicTemplateKwargs(const Json& body) {
 
 namespace {
 
+// The model's tool-call arguments as an object ({} when they are not one, or not JSON we accept).
 Json ToolInput(const std::string& arguments) {
   if (arguments.empty()) return Json::object();
   try {
-    Json j = Json::parse(arguments);
+    Json j = ParseJsonField(arguments, "tool arguments", "");
     if (j.is_object()) return j;
-  } catch (const Json::parse_error&) {
+  } catch (const RequestError&) {
   }
   return Json::object();
 }
@@ -322,7 +332,7 @@ void HandleMessages(const ServingContext& ctx, ServingMetrics* metrics, const Ht
     throw RequestError(400, "temperature: must be between 0 and 1", "temperature");
   }
   SamplingFields fields = ReadSamplingFields(sampling, ctx, {});
-  fields.stop_strings = ReadStopStrings(body, "stop_sequences");
+  fields.stop_strings = ReadStopStrings(body, "stop_sequences", ctx);
 
   RenderedChat chat = RenderChatPrompt(ctx, messages, tools, true, false, kwargs);
   std::string forced_output = ForceToolCallStart(ctx, tool_choice, chat);  // counted in input_tokens

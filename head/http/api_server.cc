@@ -3,6 +3,8 @@
 
 #include <chrono>
 
+#include "boost/asio/post.hpp"
+
 #include "fmt/format.h"
 #include "head/http/anthropic_messages.h"
 #include "head/http/api_error.h"
@@ -24,7 +26,18 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-ApiServer::ApiServer(const ServingContext& ctx, ServingMetrics* metrics) : ctx_(ctx), metrics_(metrics) {}
+ApiServer::ApiServer(const ServingContext& ctx, ServingMetrics* metrics, int worker_threads)
+    : ctx_(ctx),
+      metrics_(metrics),
+      workers_(worker_threads > 0 ? std::make_unique<boost::asio::thread_pool>(static_cast<size_t>(worker_threads))
+                                  : nullptr) {}
+
+ApiServer::~ApiServer() {
+  if (workers_) workers_->join();
+}
+
+// `serve` publishes the engine and codec, then sets *ready: read them only after seeing it.
+bool ApiServer::Ready() const { return ctx_.ready == nullptr || ctx_.ready->load(std::memory_order_acquire); }
 
 HttpResponse ApiServer::TransportError(int status, const std::string& path, const std::string& message) {
   ApiError e{status, message, "", status == 503 ? 1 : 0};
@@ -124,14 +137,14 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<ResponseChannel> channel
   const bool is_post = req.method == "POST";
   try {
     if (path == "/health") {
-      bool ready = ctx_.ready == nullptr || ctx_.ready->load();
+      bool ready = Ready();
       if (!is_get) throw RequestError(405, "use GET /health");
       return Reply(req, channel, ready ? HttpResponse{200, "application/json", {}, "{}"}
                                        : ErrorResponse(flavor, ApiError{503, "the model is loading", "", 1}));
     }
     if (path == "/metrics") {
       if (!is_get) throw RequestError(405, "use GET /metrics");
-      engine::EngineStats stats = ctx_.engine ? ctx_.engine->Stats() : engine::EngineStats{};
+      engine::EngineStats stats = Ready() && ctx_.engine ? ctx_.engine->Stats() : engine::EngineStats{};
       return Reply(req, channel, HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", {},
                                               metrics_->Render(stats)});
     }
@@ -140,7 +153,7 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<ResponseChannel> channel
                                                    : "invalid or missing API key (send 'Authorization: Bearer KEY' "
                                                      "or 'x-api-key: KEY')");
     }
-    bool ready = ctx_.ready == nullptr || ctx_.ready->load();
+    bool ready = Ready();
     struct Route {
       const char* path;
       bool post;
@@ -164,6 +177,23 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<ResponseChannel> channel
     if (route->needs_model && !ready) throw RequestError(ApiError{503, "the model is loading", "", 5});
     if (path == "/v1/models") return Reply(req, channel, Ok(ModelsList(ctx_)));
     if (path == "/version") return Reply(req, channel, Ok(Json{{"version", "sparkserve"}}));
+    // The rest parse bodies, render templates and tokenize: a worker's job.
+    if (!workers_) return HandleOnWorker(req, channel);
+    boost::asio::post(*workers_, [this, req = std::move(req), channel = std::move(channel)] {
+      HandleOnWorker(req, channel);
+    });
+  } catch (const RequestError& e) {
+    return Reply(req, channel, ErrorResponse(flavor, e.error));
+  } catch (const std::exception& e) {
+    spdlog::error("http: {} {} failed: {}", req.method, path, e.what());
+    return Reply(req, channel, ErrorResponse(flavor, ApiError{500, fmt::format("internal error: {}", e.what())}));
+  }
+}
+
+void ApiServer::HandleOnWorker(const HttpRequest& req, const std::shared_ptr<ResponseChannel>& channel) {
+  const ApiFlavor flavor = FlavorOfPath(req.path);
+  const std::string& path = req.path;
+  try {
     if (path == "/tokenize") return Reply(req, channel, Ok(Tokenize(ctx_, ParseJsonObject(req.body))));
     if (path == "/detokenize") return Reply(req, channel, Ok(Detokenize(ctx_, ParseJsonObject(req.body))));
     if (path == "/v1/messages/count_tokens") return Reply(req, channel, Ok(CountTokens(ctx_, req)));

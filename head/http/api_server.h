@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "boost/asio/thread_pool.hpp"
 #include "head/http/http_server.h"
 #include "head/http/metrics.h"
 #include "head/http/serving_backend.h"
@@ -13,10 +14,14 @@ namespace sparkserve::head::http {
 
 class ApiServer {
  public:
-  // `ctx` and `metrics` must outlive the server.
-  ApiServer(const ServingContext& ctx, ServingMetrics* metrics);
+  // `ctx` and `metrics` must outlive the server. `worker_threads` render chat templates and
+  // tokenize (off the I/O threads, which then keep answering /health and streaming); 0 handles
+  // everything on the calling thread (the fuzz target's deterministic mode).
+  ApiServer(const ServingContext& ctx, ServingMetrics* metrics, int worker_threads = 2);
+  ~ApiServer();  // waits for the workers
 
-  // The HttpServer's RequestHandler.
+  // The HttpServer's RequestHandler. Requests with heavy work (the generate, token counting and
+  // tokenize routes) continue on a worker thread.
   void Handle(HttpRequest req, std::shared_ptr<ResponseChannel> channel);
 
   // HttpServerOptions::error_response: errors the transport makes (413, 503, 400) in the path's API shape.
@@ -24,10 +29,13 @@ class ApiServer {
 
  private:
   bool Authorized(const HttpRequest& req) const;
+  bool Ready() const;
+  void HandleOnWorker(const HttpRequest& req, const std::shared_ptr<ResponseChannel>& channel);
   void Reply(const HttpRequest& req, const std::shared_ptr<ResponseChannel>& channel, HttpResponse r);
 
   const ServingContext& ctx_;
   ServingMetrics* metrics_;
+  std::unique_ptr<boost::asio::thread_pool> workers_;  // null: inline
 };
 
 // Compares secrets in time independent of where they differ.

@@ -3,6 +3,7 @@
 
 #include <random>
 
+#include "boost/asio/dispatch.hpp"
 #include "boost/asio/post.hpp"
 #include "fmt/format.h"
 #include "head/http/sample_text.h"
@@ -62,12 +63,19 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
     for (auto& r : setup_.more_requests) requests_.push_back(std::move(r));
     setup_.more_requests.clear();
     n_ = std::max(1, requests_.front().n);
+    // One compiled stop-string set and one parser maker for all samples of all prompts: nothing a
+    // request carries is copied per sample.
+    std::shared_ptr<const text::StopStringSet> stops;
+    if (!setup_.stop_strings.empty()) {
+      auto set = text::StopStringSet::Create(setup_.stop_strings);
+      if (set.ok()) stops = std::move(*set);  // the field readers already refused empty strings
+    }
+    PieceParserMaker make_parser;
+    if (setup_.parse_output && ctx_.parser_factory) make_parser = ctx_.parser_factory(setup_.parser_options);
     for (size_t i = 0; i < requests_.size() * static_cast<size_t>(n_); ++i) {
-      std::unique_ptr<PieceParser> parser;
-      if (setup_.parse_output && ctx_.parser_factory) parser = ctx_.parser_factory(setup_.parser_options);
       samples_.push_back(Sample{
           std::make_unique<SampleText>(ctx_.codec->NewDecoder(setup_.skip_special_tokens),
-                                       std::move(parser), setup_.stop_strings,
+                                       make_parser ? make_parser() : nullptr, stops,
                                        setup_.include_stop_str_in_output),
           SampleResult{}, false, false});
     }
@@ -175,7 +183,12 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
     s.result.stop_string = upd.stop_string;
     s.result.error = ev.error;
     ++done_count_;
-    if (s.result.finish == FinishReason::kError) return Fail(ev.error);
+    if (s.result.finish == FinishReason::kAbort && !client_gone_) {
+      // Not asked for here (a cancel follows a hang-up): the engine ended it, at shutdown after the
+      // drain timeout.
+      return Fail("the server is shutting down and aborted this request", /*unavailable=*/true);
+    }
+    if (s.result.finish == FinishReason::kError) return Fail(ev.error, /*unavailable=*/false);
     if (setup_.stream && !client_gone_) formatter_->SampleFinished(ev.index, s.result);
     MaybeEndAfterStops(ev.index / n_);
     if (done_count_ == static_cast<int>(samples_.size())) Complete();
@@ -201,14 +214,16 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
     return u;
   }
 
-  void Fail(const std::string& message) {
+  // `unavailable`: the server cannot finish it now (shutting down): 503, retry later.
+  void Fail(const std::string& message, bool unavailable) {
     done_ = true;
     for (size_t p = 0; p < ids_.size(); ++p) {
       if (!ended_early_[p]) ctx_.engine->Cancel(ids_[p]);
     }
-    ApiError e{500, fmt::format("generation failed: {}", message), "", 0};
-    if (metrics_) metrics_->CountHttpResponse(setup_.stream ? 200 : 500);
-    Log(setup_.stream ? 200 : 500, "error", message);
+    const int status = unavailable ? 503 : 500;
+    ApiError e{status, fmt::format("generation failed: {}", message), "", unavailable ? 1 : 0};
+    if (metrics_) metrics_->CountHttpResponse(setup_.stream ? 200 : status);
+    Log(setup_.stream ? 200 : status, "error", message);
     formatter_->Failed(e);
   }
 
@@ -264,9 +279,11 @@ void StartGeneration(const ServingContext& ctx, ServingMetrics* metrics,
                      std::shared_ptr<ResponseChannel> channel, ApiFlavor flavor,
                      GenerationSetup setup, std::unique_ptr<GenerationFormatter> formatter,
                      RequestInfo info) {
+  auto exec = channel->executor();
   auto run = std::make_shared<GenerationRun>(ctx, metrics, std::move(channel), flavor,
                                              std::move(setup), std::move(formatter), std::move(info));
-  run->Start();
+  // The run's state lives on the connection's strand; handlers call this from a worker thread.
+  boost::asio::dispatch(exec, [run] { run->Start(); });
 }
 
 }  // namespace sparkserve::head::http

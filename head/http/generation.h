@@ -85,7 +85,7 @@ struct RequestInfo {
 };
 
 // Starts the generation; answers through `formatter` (or `flavor`'s error JSON when the engine
-// refuses the request). Must be called on `channel`'s strand (i.e. from the request handler).
+// refuses the request). Callable from any thread: the run starts on `channel`'s strand.
 void StartGeneration(const ServingContext& ctx, ServingMetrics* metrics,
                      std::shared_ptr<ResponseChannel> channel, ApiFlavor flavor,
                      GenerationSetup setup, std::unique_ptr<GenerationFormatter> formatter,

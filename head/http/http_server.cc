@@ -4,6 +4,8 @@
 // hangs up is reported (ResponseChannel::OnClientGone) and its work can be cancelled.
 #include "head/http/http_server.h"
 
+#include <netinet/tcp.h>
+
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include "boost/asio/executor_work_guard.hpp"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/asio/post.hpp"
+#include "boost/asio/steady_timer.hpp"
 #include "boost/asio/strand.hpp"
 #include "boost/asio/write.hpp"
 #include "boost/beast/core.hpp"
@@ -46,7 +49,11 @@ struct HttpServer::Shared {
   RequestHandler handler;
   std::atomic<bool>* draining;
   std::atomic<int64_t>* in_flight;
+  std::atomic<int64_t> connections{0};
   tcp::acceptor acceptor;
+  // Accept errors (EMFILE...) are logged at most once a second.
+  std::chrono::steady_clock::time_point last_accept_log{};
+  int64_t accept_errors_unlogged = 0;
 };
 
 namespace {
@@ -80,11 +87,13 @@ class Channel : public ResponseChannel {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, std::shared_ptr<HttpServer::Shared> shared)
-      : stream_(std::move(socket)), shared_(std::move(shared)) {
+      : stream_(std::move(socket)), shared_(std::move(shared)), probe_timer_(stream_.get_executor()) {
+    shared_->connections.fetch_add(1);
     error_code ec;
     auto ep = stream_.socket().remote_endpoint(ec);
     if (!ec) remote_ = fmt::format("{}:{}", ep.address().to_string(), ep.port());
   }
+  ~Connection() { shared_->connections.fetch_sub(1); }
 
   void Run() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->DoRead(); });
@@ -128,16 +137,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Write(const ResponseChannel* ch, std::string chunk) {
     if (ch != channel_.get() || state_ != State::kStreaming || chunk.empty()) return;
     if (client_gone_) return;
-    pending_ += fmt::format("{:x}\r\n", chunk.size());
-    pending_ += chunk;
-    pending_ += "\r\n";
+    QueueChunk(chunk);
+    if (pending_.size() > shared_->options.max_pending_write_bytes) {
+      spdlog::warn("http: {} reads too slowly ({} bytes waiting); dropping it", remote_, pending_.size());
+      return ClientGone();
+    }
     Pump();
   }
 
   void End(const ResponseChannel* ch) {
     if (ch != channel_.get() || state_ != State::kStreaming) return;
     end_requested_ = true;
-    if (client_gone_) return FinishResponse();
+    if (client_gone_) {
+      if (!writing_) FinishResponse();  // else the write's completion finishes it
+      return;
+    }
     Pump();
   }
 
@@ -153,6 +167,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   enum class State { kReading, kHandling, kFullResponse, kStreaming };
 
+  void QueueChunk(std::string_view chunk) {
+    pending_ += fmt::format("{:x}\r\n", chunk.size());
+    pending_ += chunk;
+    pending_ += "\r\n";
+  }
+
   void DoRead() {
     state_ = State::kReading;
     parser_.emplace();
@@ -167,6 +187,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (ec == bhttp::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
         ec == net::error::operation_aborted || ec == net::error::connection_reset) {
       return Close();
+    }
+    if (ec == bhttp::error::header_limit) {
+      return SendServerError(431, "", "the request's header fields exceed 64 KiB");
     }
     if (ec == bhttp::error::body_limit) {
       return SendServerError(413, std::string(parser_->get().target()),
@@ -211,8 +234,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     shared_->handler(std::move(r), channel_);
   }
 
-  // Notices a client that hangs up while its request is handled: the socket turns readable with
-  // nothing to read (EOF). Readable with data is a pipelined request, left for the next read.
+  // Notices a client that goes away while its request is handled. Bytes that arrive meanwhile are a
+  // pipelined request: they are read into the connection's buffer (where the next request's parse
+  // starts) so that a later hang-up still shows. End of stream is a half-close, not a hang-up (the
+  // client may still read the response): from then on a stream is probed with SSE comments, whose
+  // writes fail once the client has really gone. A reset or a read error is a hang-up.
   void WatchClient() {
     uint64_t gen = ++watch_gen_;
     stream_.socket().async_wait(
@@ -221,26 +247,65 @@ class Connection : public std::enable_shared_from_this<Connection> {
           if (gen != self->watch_gen_ || !self->channel_) return;
           if (ec == net::error::operation_aborted) return;
           if (ec) return self->ClientGone();
-          // Readiness can be stale (an edge reported for bytes a read already took): peek.
-          char byte;
-          ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-            return self->ClientGone();  // EOF or a reset
-          }
-          if (n < 0) self->WatchClient();  // nothing there after all: keep watching
-          // n > 0: a pipelined request, left for the next read.
+          self->OnClientReadable(gen);
         }));
   }
 
+  void OnClientReadable(uint64_t gen) {
+    constexpr size_t kMaxBufferedPipeline = 1u << 20;
+    const size_t room = kMaxBufferedPipeline > buffer_.size() ? kMaxBufferedPipeline - buffer_.size() : 0;
+    if (room == 0) return;  // enough of the next request is buffered: stop watching until it is read
+    auto space = buffer_.prepare(std::min<size_t>(room, 64 * 1024));
+    ssize_t n = ::recv(stream_.socket().native_handle(), space.data(), space.size(), MSG_DONTWAIT);
+    if (n > 0) {
+      buffer_.commit(static_cast<size_t>(n));
+      return WatchClient();
+    }
+    if (n == 0) {  // end of stream: a half-close, or a reset (recv reads 0 for both)
+      if (PeerReset()) return ClientGone();
+      read_closed_ = true;
+      return Probe(gen);
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return WatchClient();  // stale readiness
+    ClientGone();  // a reset or another error
+  }
+
+  // True when the connection was reset (TCP state CLOSED), as opposed to half-closed (CLOSE_WAIT).
+  bool PeerReset() {
+    tcp_info info{};
+    socklen_t len = sizeof(info);
+    if (::getsockopt(stream_.socket().native_handle(), IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return true;
+    return info.tcpi_state == TCP_CLOSE;
+  }
+
+  // After a half-close, every second: a reset since then is a hang-up; an idle stream gets an SSE
+  // comment (a client that has closed its socket answers it with a reset, and the next write fails).
+  void Probe(uint64_t gen) {
+    probe_timer_.expires_after(std::chrono::seconds(1));
+    probe_timer_.async_wait(net::bind_executor(stream_.get_executor(), [self = shared_from_this(), gen](error_code ec) {
+      if (ec || gen != self->watch_gen_ || !self->channel_ || self->client_gone_) return;
+      if (self->PeerReset()) return self->ClientGone();
+      if (self->state_ == State::kStreaming && self->header_written_ && !self->end_requested_ &&
+          self->pending_.empty() && !self->writing_) {
+        self->QueueChunk(":\n\n");
+        self->Pump();
+      }
+      self->Probe(gen);
+    }));
+  }
+
+  // The client is gone (or a write failed). Safe to call again: a stream whose end was requested
+  // finishes once no write is pending, whichever of the watcher and the write noticed first.
   void ClientGone() {
-    if (client_gone_) return;
-    client_gone_ = true;
-    keep_alive_ = false;
-    pending_.clear();
-    if (gone_callback_) {
-      auto cb = std::move(gone_callback_);
-      gone_callback_ = nullptr;
-      cb();
+    if (!client_gone_) {
+      client_gone_ = true;
+      keep_alive_ = false;
+      pending_.clear();
+      if (gone_callback_) {
+        auto cb = std::move(gone_callback_);
+        gone_callback_ = nullptr;
+        cb();
+      }
     }
     if (state_ == State::kStreaming && end_requested_ && !writing_) FinishResponse();
   }
@@ -308,6 +373,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void FinishResponse() {
     ++watch_gen_;
+    probe_timer_.cancel();
     if (channel_) {
       channel_.reset();
       shared_->in_flight->fetch_sub(1);
@@ -316,6 +382,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     serializer_.reset();
     stream_head_.reset();
     if (!keep_alive_ || client_gone_ || shared_->draining->load()) return Close();
+    if (read_closed_ && buffer_.size() == 0) return Close();  // half-closed, nothing more to read
     DoRead();
   }
 
@@ -336,7 +403,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<Channel> channel_;
   std::function<void()> gone_callback_;
   bool client_gone_ = false;
+  bool read_closed_ = false;  // the client half-closed: it sends nothing more
   uint64_t watch_gen_ = 0;
+  net::steady_timer probe_timer_;
   // Streaming state.
   std::unique_ptr<bhttp::response<bhttp::empty_body>> stream_head_;
   std::unique_ptr<bhttp::response_serializer<bhttp::empty_body>> serializer_;
@@ -377,15 +446,51 @@ void Channel::OnClientGone(std::function<void()> callback) {
 }
 net::any_io_executor Channel::executor() { return conn_->executor(); }
 
+// Answers a connection past --max-connections: a fixed 503, then close (no request is read).
+void Refuse(tcp::socket socket, const std::shared_ptr<HttpServer::Shared>& shared) {
+  const auto& make = shared->options.error_response;
+  const std::string message = fmt::format(
+      "too many connections (the server's --max-connections is {}); retry later", shared->options.max_connections);
+  HttpResponse r = make ? make(503, "", message) : DefaultErrorResponse(503, "", message);
+  auto text = std::make_shared<std::string>(fmt::format(
+      "HTTP/1.1 503 Service Unavailable\r\nServer: sparkserve\r\nContent-Type: {}\r\nContent-Length: {}\r\n"
+      "Retry-After: 1\r\nConnection: close\r\n\r\n{}",
+      r.content_type, r.body.size(), r.body));
+  auto sock = std::make_shared<tcp::socket>(std::move(socket));
+  net::async_write(*sock, net::buffer(*text), [sock, text](error_code, std::size_t) {
+    error_code ec;
+    sock->shutdown(tcp::socket::shutdown_send, ec);
+    sock->close(ec);
+  });
+}
+
 void DoAccept(std::shared_ptr<HttpServer::Shared> shared, net::io_context& ioc) {
   shared->acceptor.async_accept(net::make_strand(ioc), [shared, &ioc](error_code ec, tcp::socket socket) {
     if (!shared->acceptor.is_open()) return;
     if (!ec) {
-      std::make_shared<Connection>(std::move(socket), shared)->Run();
-    } else if (ec != net::error::operation_aborted) {
-      spdlog::warn("http: accept failed: {}", ec.message());
+      if (shared->connections.load() >= shared->options.max_connections) {
+        Refuse(std::move(socket), shared);
+      } else {
+        std::make_shared<Connection>(std::move(socket), shared)->Run();
+      }
+      return DoAccept(shared, ioc);
     }
-    DoAccept(shared, ioc);
+    if (ec == net::error::operation_aborted) return;
+    if (ec == net::error::connection_aborted || ec == net::error::try_again || ec == net::error::interrupted) {
+      return DoAccept(shared, ioc);  // that one client's problem
+    }
+    // Out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM): the pending connections stay
+    // in the backlog; retrying at once would spin. Wait, log now and then, and try again.
+    const auto now = std::chrono::steady_clock::now();
+    ++shared->accept_errors_unlogged;
+    if (now - shared->last_accept_log >= std::chrono::seconds(1)) {
+      spdlog::warn("http: accept failed: {} ({} times since the last report); retrying in 100 ms", ec.message(),
+                   shared->accept_errors_unlogged);
+      shared->last_accept_log = now;
+      shared->accept_errors_unlogged = 0;
+    }
+    auto timer = std::make_shared<net::steady_timer>(ioc, std::chrono::milliseconds(100));
+    timer->async_wait([shared, &ioc, timer](error_code) { DoAccept(shared, ioc); });
   });
 }
 
@@ -424,6 +529,8 @@ absl::Status HttpServer::Start() {
 }
 
 void HttpServer::BeginDrain() { draining_.store(true); }
+
+int64_t HttpServer::connections() const { return shared_->connections.load(); }
 
 bool HttpServer::WaitDrained(std::chrono::milliseconds timeout) const {
   auto deadline = std::chrono::steady_clock::now() + timeout;

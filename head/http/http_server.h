@@ -65,6 +65,11 @@ struct HttpServerOptions {
   uint64_t max_body_bytes = 32u << 20;  // larger bodies get 413
   std::chrono::seconds read_timeout{60};   // header + body of one request, and keep-alive idle
   std::chrono::seconds write_timeout{60};  // one write to a slow client
+  // Open connections at most; one more is answered 503 ("too many connections") and closed.
+  int64_t max_connections = 1024;
+  // Bytes of a streamed response waiting for a client that does not read; past it the client
+  // counts as gone (its request is cancelled) instead of the server buffering without end.
+  uint64_t max_pending_write_bytes = 16u << 20;
   // The error body for responses the server itself makes (413, 503 while draining, 400 on
   // unparsable HTTP): (status, path, message) -> response. Lets each API keep its error JSON.
   std::function<HttpResponse(int, const std::string&, const std::string&)> error_response;
@@ -87,6 +92,8 @@ class HttpServer {
   bool draining() const { return draining_.load(); }
   // Requests whose response has not ended.
   int64_t in_flight() const { return in_flight_.load(); }
+  // Open client connections (refused ones not counted).
+  int64_t connections() const;
   // Waits until no request is in flight or `timeout` passed; true when drained.
   bool WaitDrained(std::chrono::milliseconds timeout) const;
   // Closes the listener and every connection, stops and joins the I/O threads.

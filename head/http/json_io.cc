@@ -5,6 +5,7 @@
 
 #include "fmt/format.h"
 #include "head/http/api_error.h"
+#include "text/output/json_nesting.h"
 
 namespace sparkserve::head::http {
 
@@ -12,15 +13,49 @@ std::string DumpJson(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-Json ParseJsonObject(const std::string& body) {
-  Json j;
-  try {
-    j = Json::parse(body);
-  } catch (const Json::parse_error& e) {
-    throw RequestError(400, fmt::format("invalid JSON in the request body: {}", e.what()));
+namespace {
+
+// Parses `text`; nullopt with `*error` set when it is not JSON we accept.
+std::optional<Json> ParseBounded(const std::string& text, std::string* error) {
+  if (text::JsonNestingDepth(text) > text::kMaxJsonNesting) {
+    *error = fmt::format("JSON nested deeper than {} levels", text::kMaxJsonNesting);
+    return std::nullopt;
   }
-  if (!j.is_object()) throw RequestError(400, "the request body must be a JSON object");
-  return j;
+  try {
+    return Json::parse(text);
+  } catch (const Json::out_of_range& e) {
+    *error = fmt::format("a number is out of range ({})", e.what());
+  } catch (const Json::exception& e) {
+    *error = e.what();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Json ParseJsonObject(const std::string& body) {
+  std::string error;
+  std::optional<Json> j = ParseBounded(body, &error);
+  if (!j) throw RequestError(400, fmt::format("invalid JSON in the request body: {}", error));
+  if (!j->is_object()) throw RequestError(400, "the request body must be a JSON object");
+  return std::move(*j);
+}
+
+Json ParseJsonField(const std::string& text, const std::string& what, const char* param) {
+  std::string error;
+  std::optional<Json> j = ParseBounded(text, &error);
+  if (!j) throw RequestError(400, fmt::format("{}: not valid JSON ({})", what, error), param);
+  return std::move(*j);
+}
+
+std::string StringOr(const Json& obj, const char* key, const std::string& fallback, const std::string& where) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fallback;
+  if (!it->is_string()) {
+    throw RequestError(400, fmt::format("{}.{} must be a string, got {}", where, key, JsonTypeName(*it)),
+                       where.substr(0, where.find_first_of("[.")));
+  }
+  return it->get<std::string>();
 }
 
 const char* JsonTypeName(const Json& j) {

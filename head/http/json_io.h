@@ -15,7 +15,16 @@ using Json = nlohmann::ordered_json;
 std::string DumpJson(const Json& j);
 
 // The body as a JSON object, or a 400 ("invalid JSON: ..." / "the request body must be a JSON object").
+// Nesting deeper than text::kMaxJsonNesting (64) and numbers out of range are 400s too, so every
+// value a handler holds is safe to copy and dump.
 Json ParseJsonObject(const std::string& body);
+
+// JSON text found inside a request (tool-call arguments...): the parsed value, or a 400 "`what`: not
+// valid JSON (why)" naming `param`. The same depth and range checks as ParseJsonObject.
+Json ParseJsonField(const std::string& text, const std::string& what, const char* param);
+
+// A field that must be a string when present: absent or null -> `fallback`, else 400 naming `where`.
+std::string StringOr(const Json& obj, const char* key, const std::string& fallback, const std::string& where);
 
 // Typed optional fields: absent or null -> nullopt; the wrong type -> 400 naming `key`.
 std::optional<std::string> OptString(const Json& obj, const char* key);

@@ -70,6 +70,11 @@ std::string ServingMetrics::Render(const engine::EngineStats& st) const {
   gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", kv_usage);
   gauge("num_free_slots", "Sequence state slots free.", static_cast<double>(st.free_slots));
   gauge("num_total_slots", "Sequence state slots in all.", static_cast<double>(st.total_slots));
+  if (in_flight_) {
+    gauge("http_requests_in_flight", "HTTP requests whose response has not ended (this one included).",
+          static_cast<double>(in_flight_()));
+  }
+  if (connections_) gauge("http_connections", "Open client connections.", static_cast<double>(connections_()));
   counter("prompt_tokens", "Number of prefill tokens processed.",
           static_cast<double>(st.prompt_tokens_total));
   counter("generation_tokens", "Number of generation tokens processed.",

@@ -3,6 +3,7 @@
 // with a `sparkserve:` prefix.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -21,6 +22,11 @@ class ServingMetrics {
   explicit ServingMetrics(std::string model_name);
 
   void CountHttpResponse(int status);
+  // The HTTP server's gauges (requests in flight, open connections); set before serving.
+  void SetTransportGauges(std::function<int64_t()> in_flight, std::function<int64_t()> connections) {
+    in_flight_ = std::move(in_flight);
+    connections_ = std::move(connections);
+  }
 
   // The whole /metrics page.
   std::string Render(const engine::EngineStats& stats) const;
@@ -29,6 +35,7 @@ class ServingMetrics {
   std::string labels_;  // model_name="..."
   mutable std::mutex mu_;
   std::map<int, uint64_t> http_responses_;
+  std::function<int64_t()> in_flight_, connections_;
 };
 
 // Escapes a Prometheus label value (backslash, double quote, newline).

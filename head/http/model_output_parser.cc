@@ -58,10 +58,11 @@ class ModelPieceParser : public PieceParser {
 }  // namespace
 
 PieceParserFactory MakeModelPieceParserFactory(text::ModelFamily family) {
-  return [family](const PieceParserOptions& o) -> std::unique_ptr<PieceParser> {
+  return [family](const PieceParserOptions& o) -> PieceParserMaker {
     text::OutputParserOptions opts = text::OutputParserOptions::ForFamily(family);
     opts.parse_reasoning = opts.parse_reasoning && o.parse_reasoning;
     if (o.parse_tool_calls && o.tools.is_array()) {
+      // Once per request; the samples' parsers share the schemas.
       auto schemas = text::ToolSchemas::FromTools(nlohmann::json::parse(o.tools.dump()));
       if (!schemas.ok()) {
         spdlog::warn("http: tool schemas not usable ({}); tool-call values stay text",
@@ -72,7 +73,9 @@ PieceParserFactory MakeModelPieceParserFactory(text::ModelFamily family) {
       }
     }
     opts.StartingInReasoning(o.starts_in_reasoning);
-    return std::make_unique<ModelPieceParser>(std::move(opts), o.forced_output);
+    return [opts = std::move(opts), forced = o.forced_output]() -> std::unique_ptr<PieceParser> {
+      return std::make_unique<ModelPieceParser>(opts, forced);
+    };
   };
 }
 

@@ -1,6 +1,8 @@
 // ModelTextCodec: tokenizer + chat template behind TextCodec.
 #include "head/http/model_text_codec.h"
 
+#include <algorithm>
+
 #include "core/status.h"
 #include "text/tokenizer/incremental_detokenizer.h"
 
@@ -21,6 +23,13 @@ class Detokenizer : public IncrementalTextDecoder {
   text::IncrementalDetokenizer detok_;
 };
 }  // namespace
+
+ModelTextCodec::ModelTextCodec(std::unique_ptr<text::Tokenizer> tok, text::ChatTemplate tmpl)
+    : tokenizer_(std::move(tok)), template_(std::move(tmpl)) {
+  for (int32_t id = 0; id < static_cast<int32_t>(tokenizer_->id_space_size()); ++id) {
+    max_token_bytes_ = std::max(max_token_bytes_, tokenizer_->Decode(std::span<const int32_t>(&id, 1), false).size());
+  }
+}
 
 absl::StatusOr<std::unique_ptr<ModelTextCodec>> ModelTextCodec::Load(const std::string& model_dir) {
   auto tok = text::Tokenizer::Load(model_dir);

@@ -2,6 +2,7 @@
 #include "head/http/openai_chat.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <iterator>
 #include <string_view>
@@ -104,16 +105,14 @@ Json NormalizeChatMessages(const Json& messages) {
           Json args = Json::object();
           auto a = fn->find("arguments");
           if (a != fn->end() && a->is_string()) {
-            try {
-              args = Json::parse(a->get<std::string>());
-            } catch (const Json::parse_error&) {
-              throw RequestError(400, fmt::format("messages[{}].tool_calls: arguments of '{}' are not valid JSON",
-                                                  i, (*fn)["name"].get<std::string>()), "messages");
-            }
+            args = ParseJsonField(a->get<std::string>(),
+                                  fmt::format("messages[{}].tool_calls: the arguments of '{}'", i,
+                                              (*fn)["name"].get<std::string>()),
+                                  "messages");
           } else if (a != fn->end() && a->is_object()) {
             args = *a;
           }
-          Json c = {{"id", call.value("id", "")}, {"type", "function"},
+          Json c = {{"id", StringOr(call, "id", "", fmt::format("messages[{}].tool_calls[]", i))}, {"type", "function"},
                     {"function", {{"name", (*fn)["name"]}, {"arguments", args}}}};
           calls.push_back(std::move(c));
         }
@@ -135,12 +134,18 @@ Json NormalizeChatTools(const Json& body) {
   if (!it->is_array()) throw RequestError(400, "'tools' must be an array", "tools");
   if (it->empty()) return nullptr;
   Json out = Json::array();
-  for (const auto& t : *it) {
-    if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
-        !t["function"].is_object() || !t["function"].contains("name") || !t["function"]["name"].is_string()) {
+  for (size_t i = 0; i < it->size(); ++i) {
+    const Json& t = (*it)[i];
+    if (!t.is_object() || StringOr(t, "type", "", "tools[]") != "function" || !t.contains("function") ||
+        !t["function"].is_object() || !t["function"].contains("name")) {
       throw RequestError(400, "each of 'tools' must be {\"type\": \"function\", \"function\": {\"name\": ...}}",
                          "tools");
     }
+    const Json& fn = t["function"];
+    auto desc = fn.find("description");
+    auto params = fn.find("parameters");
+    CheckToolDefinition(fn["name"], desc == fn.end() ? nullptr : &*desc, params == fn.end() ? nullptr : &*params,
+                        "function.parameters", fmt::format("tools[{}]", i), "tools");
     out.push_back(t);
   }
   return out;
@@ -161,6 +166,40 @@ void ApplyReasoningEffort(const Json& body, Json& template_kwargs) {
   if (!template_kwargs.contains("enable_thinking")) template_kwargs["enable_thinking"] = effort != "none";
 }
 
+void CheckToolDefinition(const Json& name, const Json* description, const Json* schema, const char* schema_key,
+                         const std::string& where, const char* param) {
+  auto fail = [&](const std::string& what) { throw RequestError(400, fmt::format("{}: {}", where, what), param); };
+  if (!name.is_string()) fail(fmt::format("the tool's name must be a string, got {}", JsonTypeName(name)));
+  const std::string& n = name.get_ref<const std::string&>();
+  if (n.empty() || n.size() > 128) fail("the tool's name must have 1 to 128 characters");
+  for (char c : n) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == ':')) {
+      fail(fmt::format("the tool's name '{}' may only hold letters, digits and _ . : -", n));
+    }
+  }
+  if (description && !description->is_null() && !description->is_string()) {
+    fail(fmt::format("the tool's description must be a string, got {}", JsonTypeName(*description)));
+  }
+  if (!schema || schema->is_null()) return;
+  if (!schema->is_object()) fail(fmt::format("{} must be a JSON Schema object, got {}", schema_key, JsonTypeName(*schema)));
+  if (auto type = schema->find("type"); type != schema->end() && *type != "object") {
+    fail(fmt::format("{}.type must be \"object\"", schema_key));
+  }
+  if (auto props = schema->find("properties"); props != schema->end() && !props->is_null()) {
+    if (!props->is_object()) fail(fmt::format("{}.properties must be an object", schema_key));
+    for (const auto& [key, sub] : props->items()) {
+      if (!sub.is_object() && !sub.is_boolean()) {
+        fail(fmt::format("{}.properties.{} must be a schema (an object)", schema_key, key));
+      }
+    }
+  }
+  if (auto req = schema->find("required"); req != schema->end() && !req->is_null()) {
+    bool ok = req->is_array();
+    for (size_t k = 0; ok && k < req->size(); ++k) ok = (*req)[k].is_string();
+    if (!ok) fail(fmt::format("{}.required must be an array of property names", schema_key));
+  }
+}
+
 RenderedChat RenderChatPrompt(const ServingContext& ctx, const Json& messages, const Json& tools,
                               bool add_generation_prompt, bool continue_final_message,
                               const Json& template_kwargs) {
@@ -172,6 +211,7 @@ RenderedChat RenderChatPrompt(const ServingContext& ctx, const Json& messages, c
                                         std::string(prompt.status().message())), "messages");
   }
   r.prompt = std::move(*prompt);
+  CheckPromptBytes(ctx, r.prompt.size(), "messages");
   auto ids = ctx.codec->Encode(r.prompt, /*add_special_tokens=*/false);
   if (!ids.ok()) {
     throw RequestError(400, fmt::format("cannot tokenize the prompt: {}", std::string(ids.status().message())));

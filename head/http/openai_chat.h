@@ -24,6 +24,12 @@ void ApplyReasoningEffort(const Json& body, Json& template_kwargs);
 // OpenAI `tools` checked ({type: function, function: {name, ...}}); null when absent or empty.
 Json NormalizeChatTools(const Json& body);
 
+// Checks one tool definition (either API): a name of 1-128 characters from [A-Za-z0-9_.:-], a string
+// description, and a parameter schema that is a JSON Schema object ({"type": "object", "properties":
+// {...}, "required": [...]}). 400 naming `param` and `where` (e.g. "tools[2]") otherwise.
+void CheckToolDefinition(const Json& name, const Json* description, const Json* schema, const char* schema_key,
+                         const std::string& where, const char* param);
+
 // A rendered chat prompt and what the output parser must know about it.
 struct RenderedChat {
   std::string prompt;

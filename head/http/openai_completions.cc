@@ -34,6 +34,7 @@ std::vector<CompletionPrompt> ReadCompletionPrompts(const ServingContext& ctx, c
     CompletionPrompt out;
     if (p.is_string()) {
       out.text = p.get<std::string>();
+      CheckPromptBytes(ctx, out.text.size(), "prompt");
       auto enc = ctx.codec->Encode(out.text, add_special);
       if (!enc.ok()) {
         throw RequestError(400, fmt::format("cannot tokenize 'prompt': {}", std::string(enc.status().message())),
@@ -41,6 +42,10 @@ std::vector<CompletionPrompt> ReadCompletionPrompts(const ServingContext& ctx, c
       }
       out.ids = std::move(*enc);
     } else {
+      if (static_cast<int64_t>(p.size()) > ctx.max_seq_len) {
+        throw RequestError(400, fmt::format("This model's maximum context length is {} tokens. However, your prompt "
+                                            "has {} tokens.", ctx.max_seq_len, p.size()), "prompt");
+      }
       out.ids = IdsFromJson(ctx, p);
       out.text = ctx.codec->Decode(out.ids, /*skip_special_tokens=*/false);
     }

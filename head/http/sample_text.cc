@@ -1,24 +1,14 @@
 // SampleText: detokenize, match stop strings, parse.
 #include "head/http/sample_text.h"
 
-
 namespace sparkserve::head::http {
 
-namespace {
-text::StopStringMatcher MakeMatcher(std::vector<std::string> stops, bool include) {
-  auto m = text::StopStringMatcher::Create(std::move(stops), include);
-  if (!m.ok()) return *text::StopStringMatcher::Create({}, false);  // parsers reject empty stops
-  return std::move(*m);
-}
-}  // namespace
-
 SampleText::SampleText(std::unique_ptr<IncrementalTextDecoder> decoder,
-                       std::unique_ptr<PieceParser> parser, std::vector<std::string> stop_strings,
-                       bool include_stop_str_in_output)
+                       std::unique_ptr<PieceParser> parser,
+                       std::shared_ptr<const text::StopStringSet> stop_strings, bool include_stop_str_in_output)
     : decoder_(std::move(decoder)),
       parser_(parser ? std::move(parser) : std::make_unique<PlainPieceParser>()),
-      stop_strings_(stop_strings),
-      stop_(MakeMatcher(std::move(stop_strings), include_stop_str_in_output)) {}
+      stop_(std::move(stop_strings), include_stop_str_in_output) {}
 
 void AppendPieces(std::vector<OutputPiece>& out, std::vector<OutputPiece> pieces) {
   for (auto& p : pieces) {
@@ -46,7 +36,7 @@ SampleText::Update SampleText::Push(std::span<const int32_t> ids) {
   if (o.stop_index) {
     stopped_ = true;
     AppendPieces(out.pieces, parser_->Finish());
-    out.stop_string = stop_strings_.at(*o.stop_index);
+    out.stop_string = stop_.set()->strings().at(*o.stop_index);
   }
   return out;
 }
@@ -59,7 +49,7 @@ SampleText::Update SampleText::Finish() {
   text::StopStringMatcher::Output o = stop_.Push(decoder_->Flush());
   Release(std::move(o.text), out);
   if (o.stop_index) {
-    out.stop_string = stop_strings_.at(*o.stop_index);
+    out.stop_string = stop_.set()->strings().at(*o.stop_index);
   } else {
     Release(stop_.Finish(), out);
   }

@@ -15,8 +15,9 @@ namespace sparkserve::head::http {
 
 class SampleText {
  public:
+  // `stop_strings` (null: none) is compiled once per request and shared by its samples.
   SampleText(std::unique_ptr<IncrementalTextDecoder> decoder, std::unique_ptr<PieceParser> parser,
-             std::vector<std::string> stop_strings, bool include_stop_str_in_output);
+             std::shared_ptr<const text::StopStringSet> stop_strings, bool include_stop_str_in_output);
 
   struct Update {
     std::vector<OutputPiece> pieces;
@@ -37,7 +38,6 @@ class SampleText {
 
   std::unique_ptr<IncrementalTextDecoder> decoder_;
   std::unique_ptr<PieceParser> parser_;
-  std::vector<std::string> stop_strings_;
   text::StopStringMatcher stop_;
   std::string released_;
   bool stopped_ = false;

@@ -9,7 +9,7 @@
 
 namespace sparkserve::head::http {
 
-std::vector<std::string> ReadStopStrings(const Json& body, const char* key) {
+std::vector<std::string> ReadStopStrings(const Json& body, const char* key, const ServingContext& ctx) {
   std::vector<std::string> out;
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return out;
@@ -25,8 +25,16 @@ std::vector<std::string> ReadStopStrings(const Json& body, const char* key) {
   } else {
     throw RequestError(400, fmt::format("'{}' must be a string or an array of strings", key), key);
   }
+  if (static_cast<int64_t>(out.size()) > ctx.max_stop_strings) {
+    throw RequestError(400, fmt::format("'{}' may hold at most {} strings, got {} (the server's --max-stop-strings)",
+                                        key, ctx.max_stop_strings, out.size()), key);
+  }
   for (const auto& s : out) {
     if (s.empty()) throw RequestError(400, fmt::format("'{}' must not contain empty strings", key), key);
+    if (static_cast<int64_t>(s.size()) > ctx.max_stop_string_bytes) {
+      throw RequestError(400, fmt::format("each of '{}' may have at most {} bytes, got one of {} bytes (the server's "
+                                          "--max-stop-string-bytes)", key, ctx.max_stop_string_bytes, s.size()), key);
+    }
   }
   return out;
 }
@@ -69,7 +77,7 @@ SamplingFields ReadSamplingFields(const Json& body, const ServingContext& ctx,
       s.logit_bias[id] = static_cast<float>(val.get<double>());
     }
   }
-  f.stop_strings = ReadStopStrings(body, "stop");
+  f.stop_strings = ReadStopStrings(body, "stop", ctx);
   if (auto it = body.find("stop_token_ids"); it != body.end() && !it->is_null()) {
     if (!it->is_array()) throw RequestError(400, "'stop_token_ids' must be an array of integers", "stop_token_ids");
     for (const auto& v : *it) {
@@ -97,6 +105,25 @@ SamplingFields ReadSamplingFields(const Json& body, const ServingContext& ctx,
   return f;
 }
 
+namespace {
+// a + b (both >= 0) in decimal: their int64 sum may overflow, their uint64 sum cannot.
+std::string FormatSum(int64_t a, int64_t b) {
+  return std::to_string(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+}  // namespace
+
+void CheckPromptBytes(const ServingContext& ctx, size_t bytes, const char* param) {
+  const size_t per_token = ctx.codec ? ctx.codec->max_token_bytes() : 0;
+  if (per_token == 0) return;
+  // x4: a normaliser (NFC) may shrink text before it is tokenized.
+  const uint64_t most = static_cast<uint64_t>(ctx.max_seq_len) * per_token * 4;
+  if (bytes > most) {
+    throw RequestError(400, fmt::format("This model's maximum context length is {} tokens. However, your prompt has "
+                                        "{} bytes, more than that many tokens can hold. Please reduce the length of "
+                                        "the input.", ctx.max_seq_len, bytes), param);
+  }
+}
+
 int32_t ResolveMaxTokens(const ServingContext& ctx, size_t prompt_tokens,
                          std::optional<int64_t> requested, const char* param) {
   const int64_t limit = ctx.max_seq_len;
@@ -107,11 +134,11 @@ int32_t ResolveMaxTokens(const ServingContext& ctx, size_t prompt_tokens,
                                         "input messages.", limit, prompt), "messages");
   }
   if (requested) {
-    if (prompt + *requested > limit) {
+    if (*requested > limit - prompt) {  // never prompt + requested: that overflows for huge values
       throw RequestError(400, fmt::format("This model's maximum context length is {} tokens. However, you "
                                           "requested {} tokens ({} in the messages, {} in the completion). "
-                                          "Please reduce the length of the messages or completion.",
-                                          limit, prompt + *requested, prompt, *requested), param);
+                                          "Please reduce the length of the messages or completion ('{}').",
+                                          limit, FormatSum(prompt, *requested), prompt, *requested, param), param);
     }
     return static_cast<int32_t>(*requested);
   }

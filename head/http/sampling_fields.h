@@ -36,8 +36,14 @@ SamplingFields ReadSamplingFields(const Json& body, const ServingContext& ctx,
 int32_t ResolveMaxTokens(const ServingContext& ctx, size_t prompt_tokens,
                          std::optional<int64_t> requested, const char* param);
 
-// Reads "stop"-like fields: a string or an array of strings.
-std::vector<std::string> ReadStopStrings(const Json& body, const char* key);
+// Refuses (400 naming `param`) text of `bytes` bytes that cannot fit the context whatever it
+// tokenizes to (more than max_seq_len tokens of the codec's longest, with room for normalisation):
+// checked before tokenizing, so an oversized prompt costs no tokenizer time.
+void CheckPromptBytes(const ServingContext& ctx, size_t bytes, const char* param);
+
+// Reads "stop"-like fields: a string or an array of at most ctx.max_stop_strings non-empty strings
+// of at most ctx.max_stop_string_bytes bytes each.
+std::vector<std::string> ReadStopStrings(const Json& body, const char* key, const ServingContext& ctx);
 
 // Builds the engine request from the fields and the prompt.
 scheduler::Request MakeEngineRequest(const SamplingFields& f, std::vector<int32_t> prompt_ids,

@@ -43,6 +43,9 @@ class TextCodec {
   // One token's own text (logprobs' "token" field, /tokenize's token_strs).
   virtual std::string TokenString(int32_t id) const = 0;
   virtual int32_t vocab_size() const = 0;
+  // The most bytes one token stands for (0: unknown). With it, text too long for the context is
+  // refused by its size, before tokenizing it.
+  virtual size_t max_token_bytes() const { return 0; }
   // Renders OpenAI-shaped `messages` (content already plain strings, tool-call arguments as
   // objects) and `tools` (array, or null) with the model's chat template. `template_kwargs` are
   // extra template variables (enable_thinking, ...). InvalidArgument for a chat the template
@@ -82,7 +85,10 @@ struct PieceParserOptions {
   std::string forced_output;
 };
 
-using PieceParserFactory = std::function<std::unique_ptr<PieceParser>(const PieceParserOptions&)>;
+// Makes the parsers of one request's samples: the factory sees the request's options once (tool
+// schemas are read once), the maker it returns is called per sample.
+using PieceParserMaker = std::function<std::unique_ptr<PieceParser>()>;
+using PieceParserFactory = std::function<PieceParserMaker(const PieceParserOptions&)>;
 
 // Passes everything through as content (completions, or a model without markup).
 class PlainPieceParser : public PieceParser {
@@ -113,10 +119,13 @@ struct ServingContext {
   int32_t default_max_tokens = 0;           // cap when a request gives none (0: context limit)
   scheduler::SamplingParams default_sampling;  // from generation_config.json
   std::string api_key;                      // empty: no auth
-  std::atomic<bool>* ready = nullptr;       // /health is 503 until *ready (null: ready)
+  std::atomic<bool>* ready = nullptr;       // /health is 503 until *ready (null: ready); `engine`
+                                            // and `codec` are read only once it is true
   // Structured outputs: grammars compiled against the model's vocabulary (null: not offered).
   std::shared_ptr<text::constraint::GrammarCompiler> grammars;
   std::string reasoning_end;                // the text closing a reasoning block ("</think>"); "": none
+  int32_t max_stop_strings = 16;            // stop / stop_sequences entries per request (--max-stop-strings)
+  int32_t max_stop_string_bytes = 256;      // bytes per stop string (--max-stop-string-bytes)
 };
 
 }  // namespace sparkserve::head::http

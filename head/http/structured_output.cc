@@ -22,6 +22,18 @@ namespace tc = text::constraint;
 // White space allowed between a reasoning block's end and the constrained output ("\n\n").
 constexpr int32_t kWhitespaceAfterReasoning = 4;
 
+// The most bytes of source (a schema as JSON text, a regex, a grammar, the choices, the tools'
+// schemas) one constraint may have: parsing builds an expression node per byte or so, so a 32 MiB
+// body must not become gigabytes of grammar. The automaton has its own state limits after that.
+constexpr size_t kMaxConstraintSourceBytes = 256u << 10;
+
+void CheckSourceBytes(size_t bytes, const std::string& field) {
+  if (bytes > kMaxConstraintSourceBytes) {
+    throw RequestError(400, fmt::format("{}: {} bytes, more than the {} bytes a constraint may have", field, bytes,
+                                        kMaxConstraintSourceBytes), field);
+  }
+}
+
 struct Wanted {
   std::string field;  // the request field it came from (error messages, the 400's param)
   tc::Grammar grammar;
@@ -35,29 +47,33 @@ tc::Grammar Or400(absl::StatusOr<tc::Grammar> g, const std::string& field) {
 
 // A schema given as an object (or boolean), or as JSON text (vLLM accepts both for guided_json).
 Json SchemaOf(const Json& v, const std::string& field) {
-  if (v.is_object() || v.is_boolean()) return v;
+  if (v.is_object() || v.is_boolean()) {
+    CheckSourceBytes(DumpJson(v).size(), field);
+    return v;
+  }
   if (v.is_string()) {
-    try {
-      return Json::parse(v.get<std::string>());
-    } catch (const Json::parse_error&) {
-      throw RequestError(400, fmt::format("{}: the schema is not valid JSON", field), field);
-    }
+    CheckSourceBytes(v.get_ref<const std::string&>().size(), field);
+    return ParseJsonField(v.get<std::string>(), field + ": the schema", field.c_str());
   }
   throw RequestError(400, fmt::format("{}: must be a JSON schema (an object)", field), field);
 }
 
 std::string StringOf(const Json& v, const std::string& field) {
   if (!v.is_string()) throw RequestError(400, fmt::format("{}: must be a string", field), field);
+  CheckSourceBytes(v.get_ref<const std::string&>().size(), field);
   return v.get<std::string>();
 }
 
 std::vector<std::string> ChoicesOf(const Json& v, const std::string& field) {
   if (!v.is_array()) throw RequestError(400, fmt::format("{}: must be an array of strings", field), field);
   std::vector<std::string> out;
+  size_t bytes = 0;
   for (const Json& c : v) {
     if (!c.is_string()) throw RequestError(400, fmt::format("{}: must be an array of strings", field), field);
     out.push_back(c.get<std::string>());
+    bytes += out.back().size() + 1;
   }
+  CheckSourceBytes(bytes, field);
   return out;
 }
 
@@ -193,6 +209,10 @@ std::shared_ptr<const scheduler::OutputConstraint> ForcedToolCallConstraint(cons
                                                                             const ToolChoice& choice,
                                                                             bool parallel_tool_calls) {
   if (!choice.forced() || tools.is_null() || ctx.tool_call_markup == ToolCallMarkup::kNone) return nullptr;
+  // Without a grammar compiler (a server or test with no vocabulary for it) a forced call is only
+  // started in the prompt, as before structured outputs; asking for a format is a 400 there.
+  if (!ctx.grammars) return nullptr;
+  CheckSourceBytes(DumpJson(tools).size(), "tools");
   const std::vector<tc::ToolSpec> specs = ToolSpecs(tools);
   std::optional<std::string> named;
   if (choice.mode == ToolChoice::Mode::kNamed) named = choice.name;
@@ -206,12 +226,13 @@ std::shared_ptr<const scheduler::OutputConstraint> ChatOutputConstraint(const Se
   std::shared_ptr<const scheduler::OutputConstraint> format = ReadOutputConstraint(ctx, body, starts_in_reasoning);
   if (!choice.forced()) {
     if (format || choice.mode != ToolChoice::Mode::kAuto || tools.is_null() ||
-        ctx.tool_call_markup == ToolCallMarkup::kNone) {
+        ctx.tool_call_markup == ToolCallMarkup::kNone || !ctx.grammars) {
       return format;
     }
     // tool_choice auto with strict tools: calls the model chooses to make follow their schemas.
     const std::vector<tc::ToolSpec> specs = ToolSpecs(tools);
     if (std::none_of(specs.begin(), specs.end(), [](const tc::ToolSpec& s) { return s.strict; })) return nullptr;
+    CheckSourceBytes(DumpJson(tools).size(), "tools");
     Wanted w{"tools", Or400(tc::AutoToolCallGrammar(FormatOf(ctx), specs), "tools"), "tool_calls"};
     return Compile(ctx, std::move(w), starts_in_reasoning);
   }

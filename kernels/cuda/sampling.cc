@@ -31,4 +31,24 @@ absl::Status Sample(const SamplingInputs& in, const SamplingOutputs& out, void* 
   return CudaStatus(LaunchSample(in, out, static_cast<float*>(workspace), stream), "sampling kernel");
 }
 
+absl::Status SelectCandidates(const SamplingInputs& in, int id_begin, int k, float* candidates, void* workspace,
+                              cudaStream_t stream) {
+  if (in.rows < 0) return absl::InvalidArgumentError(fmt::format("candidates: rows must be >= 0, got {}", in.rows));
+  if (in.vocab < 1) return absl::InvalidArgumentError(fmt::format("candidates: vocab must be >= 1, got {}", in.vocab));
+  if (k < 1 || k > kMaxGpuCandidates) {
+    return absl::InvalidArgumentError(fmt::format("candidates: k must be in [1, {}], got {}", kMaxGpuCandidates, k));
+  }
+  if (id_begin < 0) return absl::InvalidArgumentError(fmt::format("candidates: id_begin must be >= 0, got {}", id_begin));
+  if (in.rows == 0) return absl::OkStatus();
+  if (in.logits == nullptr || in.params == nullptr || candidates == nullptr) {
+    return absl::InvalidArgumentError("candidates: logits, params and the output must be device pointers, got null");
+  }
+  if (workspace == nullptr) {
+    return absl::InvalidArgumentError(fmt::format("candidates: a workspace of {} bytes is needed, got null",
+                                                  SampleWorkspaceBytes(in.rows, in.vocab)));
+  }
+  return CudaStatus(LaunchSelectCandidates(in, id_begin, k, candidates, static_cast<float*>(workspace), stream),
+                    "candidates kernel");
+}
+
 }  // namespace sparkserve::kernels::cuda

@@ -426,7 +426,8 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SamplingInputs in, Samp
         SelectTop(raw, n, k, sh);
         if (t < k) {
           const int top_id = RankKeyId(sh.keys[t]);
-          out.top_ids[static_cast<size_t>(row) * kMaxGpuLogprobs + t] = top_id;
+          out.top_ids[static_cast<size_t>(row) * kMaxGpuLogprobs + t] =
+              in.id_map != nullptr ? in.id_map[static_cast<size_t>(row) * n + top_id] : top_id;
           out.top_logprobs[static_cast<size_t>(row) * kMaxGpuLogprobs + t] = __fsub_rn(raw[top_id], lse);
         }
         __syncthreads();
@@ -450,12 +451,70 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SamplingInputs in, Samp
   if (t == 0) {
     const bool done = status == kDone;
     out.status[row] = status;
-    out.ids[row] = done ? id : -1;
+    out.ids[row] = !done ? -1 : in.id_map != nullptr ? in.id_map[static_cast<size_t>(row) * n + id] : id;
     out.logprobs[row] = done && want_logprobs ? __fsub_rn(raw[id], lse) : __int_as_float(0x7fc00000);
   }
 }
 
+// One rank's candidates of a split vocabulary (sampling.h SelectCandidates): the processed slice's
+// best min(want, k) (value, global id) pairs, best first.
+__global__ void __launch_bounds__(kThreads)
+    CandidatesKernel(SamplingInputs in, int id_begin, int k, float* candidates, float* workspace) {
+  __shared__ SampleShared sh;
+  const int row = static_cast<int>(blockIdx.x);
+  const int n = in.vocab;
+  const int t = static_cast<int>(threadIdx.x);
+  const SamplingRow& p = in.params[row];
+  const float* raw = in.logits + static_cast<size_t>(row) * n;
+  const bool has_history = p.history_end > p.history_begin &&
+                           (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f);
+  const bool processing = p.banned_end > p.banned_begin || p.bias_end > p.bias_begin || has_history;
+  float* work = processing ? workspace + static_cast<size_t>(row) * n : nullptr;
+  const float* w_row = processing ? work : raw;
+  RowStats stats = ScanRow(raw, n, work, sh);
+  if (processing) {
+    ApplyLogitsProcessing(in, p, work, n);
+    stats = ScanRow(work, n, nullptr, sh);
+  }
+  float* values = candidates + static_cast<size_t>(row) * 2 * k;
+  int32_t* ids = reinterpret_cast<int32_t*>(values + k);
+  const int want = p.temperature < kGreedyTemperature ? 1 : max(1, min(p.top_k, k));
+  const int kr = min(want, n);
+  int written;
+  if (stats.nan) {  // the full row would fail: so must the candidate row
+    if (t == 0) {
+      values[0] = __int_as_float(0x7fc00000);
+      ids[0] = -1;
+    }
+    written = 1;
+  } else if (kr == 1) {
+    if (t == 0) {
+      values[0] = stats.max;
+      ids[0] = stats.argmax == INT_MAX ? -1 : id_begin + stats.argmax;
+    }
+    written = 1;
+  } else {
+    SelectTop(w_row, n, kr, sh);
+    if (t < kr) {
+      const int id = RankKeyId(sh.keys[t]);
+      values[t] = w_row[id];
+      ids[t] = id_begin + id;
+    }
+    written = kr;
+  }
+  for (int j = written + t; j < k; j += kThreads) {
+    values[j] = -kInf;
+    ids[j] = -1;
+  }
+}
+
 }  // namespace
+
+cudaError_t LaunchSelectCandidates(const SamplingInputs& in, int id_begin, int k, float* candidates, float* workspace,
+                                   cudaStream_t stream) {
+  CandidatesKernel<<<in.rows, kThreads, 0, stream>>>(in, id_begin, k, candidates, workspace);
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchSample(const SamplingInputs& in, const SamplingOutputs& out, float* workspace, cudaStream_t stream) {
   SampleKernel<<<in.rows, kThreads, 0, stream>>>(in, out, workspace);

@@ -44,6 +44,9 @@ struct SamplingInputs {
   const float* bias_values = nullptr;
   const int32_t* history_ids = nullptr;     // distinct token ids (prompt or output)
   const int32_t* history_output_counts = nullptr;  // times the id occurs in the output (0: prompt only)
+  // Optional [rows, vocab]: the id each column stands for (a candidate row of a split vocabulary,
+  // model/split_vocab_sampling.h); sampled and top ids are reported through it. Null: the column.
+  const int32_t* id_map = nullptr;
 };
 
 struct SamplingOutputs {
@@ -64,5 +67,16 @@ size_t SampleWorkspaceBytes(int rows, int vocab);
 // a null pointer; per-row parameters live on the device and are not checked (num_logprobs is clamped
 // to 20, top_k <= 0 or >= vocab and top_p >= 1 mean off).
 absl::Status Sample(const SamplingInputs& in, const SamplingOutputs& out, void* workspace, cudaStream_t stream);
+
+// One tensor-parallel rank's share of sampling over a split vocabulary (model/split_vocab_sampling.h):
+// `in` holds this rank's slice, ids [id_begin, id_begin + in.vocab), and its lists hold 0-based ids
+// of the slice. Each row is processed as Sample processes it (banned, bias, penalties), then its
+// best candidates are written: 1 for a greedy row (temperature < 1e-5), else min(top_k, k), best
+// first (the lower id first on equal values), as (value, global id); the rest of the k slots hold
+// (-inf, -1). A processed slice holding a NaN writes (NaN, -1) first. candidates: [rows, 2k]
+// floats, the values in [0, k) and the ids (int32 bits) in [k, 2k) of each row.
+// 1 <= k <= kMaxGpuCandidates; the workspace is SampleWorkspaceBytes(rows, in.vocab).
+absl::Status SelectCandidates(const SamplingInputs& in, int id_begin, int k, float* candidates, void* workspace,
+                              cudaStream_t stream);
 
 }  // namespace sparkserve::kernels::cuda

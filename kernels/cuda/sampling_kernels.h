@@ -9,5 +9,8 @@ namespace sparkserve::kernels::cuda {
 
 // One block of 1024 threads per row; `workspace` holds SampleWorkspaceBytes(in.rows, in.vocab).
 cudaError_t LaunchSample(const SamplingInputs& in, const SamplingOutputs& out, float* workspace, cudaStream_t stream);
+// One block of 1024 threads per row (SelectCandidates); the same workspace.
+cudaError_t LaunchSelectCandidates(const SamplingInputs& in, int id_begin, int k, float* candidates, float* workspace,
+                                   cudaStream_t stream);
 
 }  // namespace sparkserve::kernels::cuda

@@ -1,4 +1,5 @@
-// CudaModelRunner: load, state and activation buffers, the per-step kernel sequence, decode graphs.
+// CudaModelRunner: load, state and activation buffers (this rank's sizes), the per-step kernel
+// sequence, the step's execution (decode graphs in decode_graphs.cc, sampling in device_sampling.cc).
 #include "model/cuda/cuda_model_runner.h"
 
 #include <algorithm>
@@ -37,16 +38,19 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Load(const std
   ASSIGN_OR_RETURN(ShardPlan plan, ShardPlan::Make(0, 1, config));
   ASSIGN_OR_RETURN(quant::Checkpoint full, quant::Checkpoint::Open(model_dir));
   ASSIGN_OR_RETURN(quant::Checkpoint shard, CutShard(full, config, plan));
-  return Load(shard, config, plan, options);
+  return Load(shard, config, plan, nullptr, options);
 }
 
 absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Load(const quant::Checkpoint& shard,
                                                                        const Qwen35Config& config,
                                                                        const ShardPlan& plan,
+                                                                       core::Collective* collective,
                                                                        const CudaRunnerOptions& options) {
-  if (plan.world != 1) {
-    return absl::UnimplementedError(fmt::format(
-        "tensor parallelism ({} ranks) is not supported by the CUDA backend yet", plan.world));
+  const int32_t world = collective != nullptr ? collective->world() : 1;
+  const int32_t rank = collective != nullptr ? collective->rank() : 0;
+  if (world != plan.world || rank != plan.rank) {
+    return absl::InvalidArgumentError(fmt::format("CUDA runner: the collective is rank {} of {}, the shard plan rank {} of {}",
+                                                  rank, world, plan.rank, plan.world));
   }
   const auto& o = options;
   if (o.num_slots < 1 || o.num_kv_pages < 0 || o.kv_page_size < 1 || o.max_seq_len < 1 || o.max_step_tokens < 1) {
@@ -61,12 +65,15 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Load(const qua
   }
   std::unique_ptr<CudaModelRunner> runner(new CudaModelRunner(options));
   runner->config_ = config;
-  RETURN_IF_ERROR(runner->Init(shard, plan));
+  runner->plan_ = plan;
+  runner->shapes_ = RankShapes::Of(config, plan);
+  runner->collective_ = plan.world > 1 ? collective : nullptr;
+  RETURN_IF_ERROR(runner->Init(shard));
   return runner;
 }
 
 CudaModelRunner::~CudaModelRunner() {
-  for (auto& [size, exec] : decode_graphs_) cudaGraphExecDestroy(exec);
+  for (auto& [size, graph] : decode_graphs_) DestroyDecodeGraph(graph);
   if (meta_host_ != nullptr) cudaFreeHost(meta_host_);
   if (mask_host_ != nullptr) cudaFreeHost(mask_host_);
   if (gate_fork_ != nullptr) cudaEventDestroy(gate_fork_);
@@ -75,7 +82,7 @@ CudaModelRunner::~CudaModelRunner() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
-absl::Status CudaModelRunner::Init(const quant::Checkpoint& shard, const ShardPlan& plan) {
+absl::Status CudaModelRunner::Init(const quant::Checkpoint& shard) {
   // Diagnostic switch for A/B timing: residual add + norm as its own kernel.
   fused_add_norm_ = std::getenv("SPARKSERVE_CUDA_UNFUSED_NORM") == nullptr;
   CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
@@ -87,16 +94,17 @@ absl::Status CudaModelRunner::Init(const quant::Checkpoint& shard, const ShardPl
   {
     CudaLinearOptions linear_options;
     linear_options.w4a4_prefill = options_.w4a4_prefill;
-    ASSIGN_OR_RETURN(weights_, CudaModelWeights::Load(config_, plan, shard, linear_options));
+    ASSIGN_OR_RETURN(weights_, CudaModelWeights::Load(config_, plan_, shard, linear_options));
     if (options_.kv_dtype == kc::KvDtype::kFp8E4M3) {
       ASSIGN_OR_RETURN(kv_scales, quant::ReadKvScales(shard));
     }
   }
   const auto& c = config_;
-  const int64_t d = c.hidden_size, H = c.num_attention_heads, KV = c.num_key_value_heads, hd = c.head_dim;
-  const int64_t nk = c.linear_num_key_heads, nv = c.linear_num_value_heads, dk = c.linear_key_head_dim,
-                dv = c.linear_value_head_dim, K = c.linear_conv_kernel_dim, C = 2 * nk * dk + nv * dv;
-  const int64_t F = c.intermediate_size, V = c.vocab_size;
+  const RankShapes& rs = shapes_;  // this rank's heads and widths (the whole model's at world 1)
+  const int64_t d = c.hidden_size, H = rs.heads, KV = rs.kv_heads, hd = c.head_dim;
+  const int64_t nk = rs.nk, nv = rs.nv, dk = rs.dk, dv = rs.dv, K = c.linear_conv_kernel_dim, C = rs.conv_channels();
+  const int64_t F = rs.ffn, V = c.vocab_size, W = plan_.world;
+  vocab_pad_ = (V + W - 1) / W;  // at least every rank's vocab rows (ShardPlan::Part)
   const int64_t S = options_.num_slots, T = options_.max_step_tokens;
   int64_t total = 0;
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
@@ -158,7 +166,14 @@ absl::Status CudaModelRunner::Init(const quant::Checkpoint& shard, const ShardPl
   ASSIGN_OR_RETURN(hidden_, Buffer<float>(static_cast<size_t>(logit_chunk_rows_) * d, &total));
   ASSIGN_OR_RETURN(hidden16_, Buffer<__half>(static_cast<size_t>(logit_chunk_rows_) * d, &total));
   ASSIGN_OR_RETURN(last_hidden_, Buffer<float>(S * d, &total));
-  ASSIGN_OR_RETURN(logits_, Buffer<float>(static_cast<size_t>(logit_chunk_rows_) * V, &total));
+  if (tp()) {  // this rank's vocab rows, gathered into whole rows
+    ASSIGN_OR_RETURN(logits_, Buffer<float>(static_cast<size_t>(logit_chunk_rows_) * vocab_pad_, &total));
+    RETURN_IF_ERROR(kc::CudaStatus(cudaMemset(logits_.data(), 0, logits_.bytes()), "cudaMemset"));
+    ASSIGN_OR_RETURN(gathered_, Buffer<float>(static_cast<size_t>(W * logit_chunk_rows_) * vocab_pad_, &total));
+    ASSIGN_OR_RETURN(full_logits_, Buffer<float>(static_cast<size_t>(logit_chunk_rows_) * V, &total));
+  } else {
+    ASSIGN_OR_RETURN(logits_, Buffer<float>(static_cast<size_t>(logit_chunk_rows_) * V, &total));
+  }
   size_t ws = weights_.lm_head.workspace_bytes(logit_chunk_rows_);
   auto grow = [&](const CudaLinear& l) { ws = std::max(ws, l.workspace_bytes(static_cast<int>(T))); };
   for (const CudaLayerWeights& l : weights_.layers) {
@@ -225,8 +240,9 @@ absl::Status CudaModelRunner::Init(const quant::Checkpoint& shard, const ShardPl
   // wait for: finish them before any step runs.
   CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   device_bytes_ = total + weights_.decode_weight_bytes() + static_cast<int64_t>(weights_.embed_tokens.bytes());
-  spdlog::info("cuda runner: {} layers ({} attention, {} GDN), {:.2f} GB of weights read per decode step, "
+  spdlog::info("cuda runner{}: {} layers ({} attention, {} GDN), {:.2f} GB of weights read per decode step, "
                "{} {} KV pages of {} tokens ({} full sequences of {}), {} GDN state, {:.2f} GB of device memory",
+               tp() ? fmt::format(" (rank {} of {}, {})", plan_.rank, plan_.world, collective_->transport()) : "",
                c.num_hidden_layers,
                kv_.size(), gdn_.size(), static_cast<double>(weights_.decode_weight_bytes()) / 1e9,
                options_.num_kv_pages, options_.kv_dtype == kc::KvDtype::kFp8E4M3 ? "fp8" : "bf16",
@@ -275,17 +291,19 @@ kc::RaggedBatchDevice CudaModelRunner::BatchOf(int num_seqs, int num_tokens, int
 kc::KvPoolDevice CudaModelRunner::KvPool(int32_t i) const {
   const KvState& s = kv_[static_cast<size_t>(i)];
   return {const_cast<uint8_t*>(s.k.data()), const_cast<uint8_t*>(s.v.data()), options_.num_kv_pages,
-          options_.kv_page_size, static_cast<int>(config_.num_key_value_heads), static_cast<int>(config_.head_dim),
+          options_.kv_page_size, static_cast<int>(shapes_.kv_heads), static_cast<int>(config_.head_dim),
           options_.kv_dtype, s.k_scale, s.v_scale};
 }
 
 absl::Status CudaModelRunner::LinearThenAddNorm(const CudaLinear& linear, const __half* x, int T, const float* norm) {
   const float eps = static_cast<float>(config_.rms_norm_eps);
-  if (linear.has_epilogues() && fused_add_norm_) {
+  if (!tp() && linear.has_epilogues() && fused_add_norm_) {
     const kc::DecodeEpilogue e = kc::DecodeEpilogue::AddRmsNorm(act16_.data(), residual_.data(), norm, eps);
     return RunLinear(linear, x, T, nullptr, e);
   }
+  // With tensor parallelism the output is this rank's partial sum: the whole sum first.
   RETURN_IF_ERROR(RunLinear(linear, x, T, delta_.data()));
+  RETURN_IF_ERROR(AllReduce(delta_.data(), static_cast<size_t>(T) * static_cast<size_t>(config_.hidden_size)));
   RETURN_IF_ERROR(kc::AddRmsNormZeroCentered(residual_.data(), delta_.data(), norm, T,
                                              static_cast<int>(config_.hidden_size), eps, nullptr, act16_.data(), stream_));
   return Mark("add_norm");
@@ -301,12 +319,13 @@ absl::Status CudaModelRunner::RunLinear(const CudaLinear& linear, const __half* 
 
 absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
   const auto& c = config_;
-  const int d = static_cast<int>(c.hidden_size), H = static_cast<int>(c.num_attention_heads),
-            KV = static_cast<int>(c.num_key_value_heads), hd = static_cast<int>(c.head_dim);
-  const kc::GdnShape gs{static_cast<int>(c.linear_num_key_heads), static_cast<int>(c.linear_num_value_heads),
-                        static_cast<int>(c.linear_key_head_dim), static_cast<int>(c.linear_value_head_dim)};
+  const RankShapes& rs = shapes_;  // this rank's heads and widths
+  const int d = static_cast<int>(c.hidden_size), H = static_cast<int>(rs.heads), KV = static_cast<int>(rs.kv_heads),
+            hd = static_cast<int>(c.head_dim);
+  const kc::GdnShape gs{static_cast<int>(rs.nk), static_cast<int>(rs.nv), static_cast<int>(rs.dk),
+                        static_cast<int>(rs.dv)};
   const int C = 2 * gs.nk * gs.dk + gs.nv * gs.dv, K = static_cast<int>(c.linear_conv_kernel_dim);
-  const int F = static_cast<int>(c.intermediate_size);
+  const int F = static_cast<int>(rs.ffn);
   const float eps = static_cast<float>(c.rms_norm_eps);
   const kc::RaggedBatchDevice batch = BatchOf(S, T, max_seq_tokens);
   float* residual = residual_.data();
@@ -425,6 +444,7 @@ absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
       RETURN_IF_ERROR(LinearThenAddNorm(mlp.down_proj, mid16, T, weights_.layers[i + 1].input_layernorm.data()));
     } else {
       RETURN_IF_ERROR(RunLinear(mlp.down_proj, mid16, T, delta));
+      RETURN_IF_ERROR(AllReduce(delta, static_cast<size_t>(T) * static_cast<size_t>(d)));
     }
   }
   // The final norm over every row (residual keeps the pre-norm stream), then each seq's last row.
@@ -457,7 +477,7 @@ absl::StatusOr<StepOutput> CudaModelRunner::Run(const StepPlan& plan) {
   }
   RETURN_IF_ERROR(columns_.Commit(plan.commits, stream_));
   if (plan.seqs.empty()) {
-    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    RETURN_IF_ERROR(Sync());
     return StepOutput{{}, {0}};
   }
   if (plan.sampling.empty()) return Execute(plan, true);
@@ -469,22 +489,6 @@ absl::StatusOr<StepOutput> CudaModelRunner::Run(const StepPlan& plan) {
   ASSIGN_OR_RETURN(StepOutput out, Execute(plan, false));
   RETURN_IF_ERROR(SampleOnDevice(plan.sampling, plan.masks, &out));
   return out;
-}
-
-absl::StatusOr<cudaGraphExec_t> CudaModelRunner::CaptureDecodeStep(int S) {
-  CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
-  absl::Status captured = Mark("start");  // a no-op unless profiling
-  if (captured.ok()) captured = EnqueueLayers(S, S, 1);
-  if (captured.ok()) captured = EnqueueHead(0, S);
-  cudaGraph_t graph = nullptr;
-  const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
-  RETURN_IF_ERROR(captured);
-  CUDA_RETURN_IF_ERROR(end);
-  cudaGraphExec_t exec = nullptr;
-  const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
-  cudaGraphDestroy(graph);
-  CUDA_RETURN_IF_ERROR(inst);
-  return exec;
 }
 
 absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool fetch) {
@@ -539,9 +543,17 @@ absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool f
     const int rows = w.logits == LogitsWanted::kAll ? static_cast<int>(w.tokens.size()) : w.logits == LogitsWanted::kLast;
     out.logit_row_begin.push_back(out.logit_row_begin.back() + rows);
   }
+  // Rows [row_begin, row_begin + rows) of the step's logits and hidden to the host; with tensor
+  // parallelism the whole rows first, then a bounded wait (a pageable copy would wait unbounded).
   auto fetch_rows = [&](int row_begin, int rows) -> absl::Status {
     if (!fetch) return absl::OkStatus();
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.logits.data<float>() + row_begin * V, logits_.data(),
+    const float* logits = logits_.data();
+    if (tp()) {
+      RETURN_IF_ERROR(GatherLogits(rows));
+      RETURN_IF_ERROR(Sync());
+      logits = full_logits_.data();
+    }
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.logits.data<float>() + row_begin * V, logits,
                                          sizeof(float) * rows * V, cudaMemcpyDeviceToHost, stream_));
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.hidden.data<float>() + row_begin * d, hidden_.data(),
                                          sizeof(float) * rows * d, cudaMemcpyDeviceToHost, stream_));
@@ -550,20 +562,25 @@ absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool f
   profiling_ = std::exchange(profile_next_, false);
   if (decode_only && options_.cuda_graphs && S <= logit_chunk_rows_) {
     if (profiling_) {  // a graph of its own, with the event marks, replayed once
-      ASSIGN_OR_RETURN(cudaGraphExec_t exec, CaptureDecodeStep(S));
-      const cudaError_t launched = cudaGraphLaunch(exec, stream_);
-      const cudaError_t synced = cudaStreamSynchronize(stream_);
-      cudaGraphExecDestroy(exec);
-      CUDA_RETURN_IF_ERROR(launched);
-      CUDA_RETURN_IF_ERROR(synced);
+      ASSIGN_OR_RETURN(DecodeGraph graph, CaptureDecodeStep(S));
+      absl::Status launched = LaunchDecodeGraph(graph);
+      if (launched.ok()) launched = Sync();
+      DestroyDecodeGraph(graph);
+      RETURN_IF_ERROR(launched);
     } else {
       auto it = decode_graphs_.find(S);
-      if (it == decode_graphs_.end()) {
-        ASSIGN_OR_RETURN(cudaGraphExec_t exec, CaptureDecodeStep(S));
-        it = decode_graphs_.emplace(S, exec).first;
-        spdlog::debug("cuda runner: captured the decode step for batch {}", S);
+      // A rebuilt group (a node lost and re-synced): graphs holding the old communicator go.
+      if (tp() && it != decode_graphs_.end() && it->second.epoch != collective_->group_epoch()) {
+        for (auto& [size, graph] : decode_graphs_) DestroyDecodeGraph(graph);
+        decode_graphs_.clear();
+        it = decode_graphs_.end();
       }
-      CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, stream_));
+      if (it == decode_graphs_.end()) {
+        ASSIGN_OR_RETURN(DecodeGraph graph, CaptureDecodeStep(S));
+        spdlog::debug("cuda runner: captured the decode step for batch {} ({} segment(s))", S, graph.segments.size());
+        it = decode_graphs_.emplace(S, std::move(graph)).first;
+      }
+      RETURN_IF_ERROR(LaunchDecodeGraph(it->second));
     }
     RETURN_IF_ERROR(fetch_rows(0, S));
   } else {
@@ -578,6 +595,7 @@ absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool f
   if (profiling_) RETURN_IF_ERROR(CollectOpProfile());
   columns_.AfterForward(plan);
   if (fetch) {
+    if (tp()) RETURN_IF_ERROR(Sync());
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.last_hidden.data<float>(), last_hidden_.data(), sizeof(float) * S * d,
                                          cudaMemcpyDeviceToHost, stream_));
     CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
@@ -601,16 +619,16 @@ absl::Status CudaModelRunner::EnqueueSlotCopy(SlotId src, SlotId dst) {
 
 DecodeTraffic CudaModelRunner::DecodeTrafficAt(const std::vector<int64_t>& contexts) const {
   const auto& c = config_;
+  const RankShapes& rs = shapes_;  // this rank's share (weights_ holds this rank's)
   const int64_t S = static_cast<int64_t>(contexts.size());
   DecodeTraffic t;
   t.weight_bytes = weights_.decode_weight_bytes() + S * c.hidden_size * 2;  // + the embedding rows read
   const int64_t kv_per_token =  // K and V
-      2 * c.num_key_value_heads * c.head_dim * static_cast<int64_t>(kc::KvDtypeBytes(options_.kv_dtype));
+      2 * rs.kv_heads * c.head_dim * static_cast<int64_t>(kc::KvDtypeBytes(options_.kv_dtype));
   for (const int64_t ctx : contexts) t.kv_bytes += static_cast<int64_t>(kv_.size()) * (ctx + 1) * kv_per_token;
-  const int64_t C = 2 * c.linear_num_key_heads * c.linear_key_head_dim + c.linear_num_value_heads * c.linear_value_head_dim;
-  const int64_t per_layer = c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim *
-                                static_cast<int64_t>(kc::GdnStateDtypeBytes(options_.state_dtype)) +
-                            C * (c.linear_conv_kernel_dim - 1) * 4;
+  const int64_t per_layer =
+      rs.nv * rs.dk * rs.dv * static_cast<int64_t>(kc::GdnStateDtypeBytes(options_.state_dtype)) +
+      rs.conv_channels() * (c.linear_conv_kernel_dim - 1) * 4;
   t.state_bytes = 2 * S * static_cast<int64_t>(gdn_.size()) * per_layer;
   return t;
 }

@@ -1,8 +1,14 @@
-// CudaModelRunner: the CUDA ModelRunner for Qwen3.5 on one GPU (tensor-parallel world 1). Forward
+// CudaModelRunner: the CUDA ModelRunner for Qwen3.5, one tensor-parallel rank on one GPU. Forward
 // runs a ragged StepPlan as one stream of kernels (embedding -> per layer: norm, projections,
 // attention or GDN, MLP -> final norm -> lm_head); a decode step (every seq one token, last-token
 // logits) replays a CUDA graph captured once per batch size. State lives on the GPU: GDN recurrent
-// state and conv windows per slot, bf16 KV pages per attention layer.
+// state and conv windows per slot, bf16 KV pages per attention layer, for this rank's heads.
+// Tensor parallelism (plan.world > 1, DESIGN.md §5), through a core::Collective's device path: the
+// o_proj / GDN out_proj / down_proj outputs are partial sums, all-reduced before the residual add
+// and the next norm (two all-reduces a layer); lm_head gives this rank's vocab rows, gathered into
+// whole rows in vocab order where logits are returned, and sampling over the split vocabulary
+// follows model/split_vocab_sampling.h. A collective that can be captured (NCCL) is replayed inside
+// the decode graphs; a host-staged one is called between graph segments. World 1: no collective.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -15,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/collective.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/gdn.h"
 #include "kernels/cuda/ragged_batch.h"
@@ -22,6 +29,7 @@
 #include "model/shard_plan.h"
 #include "quant/checkpoint.h"
 #include "model/cuda/cuda_weights.h"
+#include "model/cuda/device_sampler.h"
 #include "model/cuda/verify_columns.h"
 #include "model/model_runner.h"
 #include "model/step_validation.h"
@@ -61,9 +69,11 @@ class CudaModelRunner : public ModelRunner {
   // Reads the config and builds the runner from rank 0 of 1's shard (model/shard_cuts.h).
   static absl::StatusOr<std::unique_ptr<CudaModelRunner>> Load(const std::string& model_dir,
                                                                 const CudaRunnerOptions& options);
-  // From one rank's shard in hand. Tensor parallelism (plan.world > 1) is not supported yet.
+  // From one rank's shard in hand (model/shard_cuts.h CutShard), exchanging partial sums through
+  // `collective` (its device path; null for one rank; its rank and world must be the plan's).
   static absl::StatusOr<std::unique_ptr<CudaModelRunner>> Load(const quant::Checkpoint& shard,
                                                                 const Qwen35Config& config, const ShardPlan& plan,
+                                                                core::Collective* collective,
                                                                 const CudaRunnerOptions& options);
   ~CudaModelRunner() override;
 
@@ -74,7 +84,7 @@ class CudaModelRunner : public ModelRunner {
   bool samples_on_device() const override { return true; }
 
   const Qwen35Config& config() const { return config_; }
-  // Bytes a decode step over seqs at `contexts` (tokens already cached per seq) reads.
+  // Bytes a decode step over seqs at `contexts` (tokens already cached per seq) reads on this rank.
   DecodeTraffic DecodeTrafficAt(const std::vector<int64_t>& contexts) const;
   // Per-op GPU time of the next Forward (events between the step's ops, replayed as a graph for
   // decode steps); TakeOpProfile returns {op, total microseconds, launches} summed over layers.
@@ -91,15 +101,18 @@ class CudaModelRunner : public ModelRunner {
  private:
   CudaRunnerOptions options_;
   Qwen35Config config_;
+  ShardPlan plan_;
+  RankShapes shapes_;                      // this rank's heads, GDN heads, MLP width, vocab rows
+  core::Collective* collective_ = nullptr;  // world > 1 only
   CudaModelWeights weights_;
   cudaStream_t stream_ = nullptr;
 
   struct GdnState {
-    DeviceBuffer<uint8_t> recurrent;  // [num_slots, nv, dk, dv] f32 or bf16 (options_.state_dtype)
-    DeviceBuffer<float> conv;       // [num_slots, C, kernel - 1]
+    DeviceBuffer<uint8_t> recurrent;  // [num_slots, nv_r, dk, dv] f32 or bf16 (options_.state_dtype)
+    DeviceBuffer<float> conv;       // [num_slots, C_r, kernel - 1] (C_r = 2 nk_r dk + nv_r dv)
   };
   struct KvState {
-    DeviceBuffer<uint8_t> k, v;  // [num_pages, page_size, kv_heads, head_dim] bf16 or fp8 (options_.kv_dtype)
+    DeviceBuffer<uint8_t> k, v;  // [num_pages, page_size, kv_r, head_dim] bf16 or fp8 (options_.kv_dtype)
     float k_scale = 1.0f, v_scale = 1.0f;  // fp8: stored = e4m3(x / scale)
   };
   std::vector<int32_t> gdn_index_, kv_index_;  // per layer: index into gdn_/kv_ or -1
@@ -119,15 +132,19 @@ class CudaModelRunner : public ModelRunner {
   int32_t* meta_host_ = nullptr;
   DeviceBuffer<int32_t> meta_device_;
 
-  // Activations, sized for max_step_tokens rows.
+  // Activations, sized for max_step_tokens rows (head and GDN counts, f: this rank's).
   int32_t logit_chunk_rows_ = 0;   // lm_head rows per pass (the logits buffer's rows)
-  DeviceBuffer<float> residual_, delta_, normed_;          // [T, d]
+  DeviceBuffer<float> residual_, delta_, normed_;          // [T, d] (replicated on every rank)
   DeviceBuffer<__half> act16_;                              // [T, d] linear inputs
   DeviceBuffer<__half> mid16_;                              // [T, max(h*hd, nv*dv, f)]
   DeviceBuffer<float> proj0_, proj1_, proj2_, proj3_, mixed_;  // projection outputs (see Forward)
   DeviceBuffer<float> hidden_, last_hidden_;                // [chunk, d], [num_slots, d]
   DeviceBuffer<__half> hidden16_;                           // [chunk, d]
-  DeviceBuffer<float> logits_;                              // [chunk, V]
+  DeviceBuffer<float> logits_;                              // [chunk, V_r] (room for chunk * vocab_pad_)
+  // Tensor parallelism: whole logit rows from every rank's vocab rows.
+  int64_t vocab_pad_ = 0;              // ceil(V / world): each rank's share of a gather, per row
+  DeviceBuffer<float> gathered_;       // [world, chunk * vocab_pad_] rank-major
+  DeviceBuffer<float> full_logits_;    // [chunk, V] in vocab order
   DeviceBuffer<uint8_t> workspace_;
   // A GDN layer's gate projections (in_proj_a|b: a few blocks) run on gate_stream_ beside its
   // in_proj_qkvz GEMM and conv (which leave SMs idle at batched decode), with their own workspace;
@@ -139,13 +156,8 @@ class CudaModelRunner : public ModelRunner {
   size_t attention_workspace_bytes_ = 0;
   int64_t device_bytes_ = 0;
 
-  // GPU sampling: per-row parameters and sparse lists (grown as needed; used outside graphs).
-  DeviceBuffer<uint8_t> sampling_rows_;       // [num_slots] kernels::cuda::SamplingRow
-  DeviceBuffer<int32_t> sampling_ints_;       // banned | bias ids | history ids | history counts
-  DeviceBuffer<float> sampling_floats_;       // bias values
-  DeviceBuffer<int32_t> sampled_ids_, sampled_status_, sampled_top_ids_;  // [num_slots], [.., 20]
-  DeviceBuffer<float> sampled_logprobs_, sampled_top_logprobs_;
-  DeviceBuffer<uint8_t> sampling_workspace_;
+  // GPU sampling (made at the first sampled step; used outside graphs).
+  std::unique_ptr<DeviceSampler> sampler_;
   // Structured outputs: mask words | logit rows | mask rows, staged in pinned memory then copied.
   uint32_t* mask_host_ = nullptr;
   size_t mask_host_capacity_ = 0;  // uint32 elements
@@ -160,11 +172,19 @@ class CudaModelRunner : public ModelRunner {
 
   bool fused_add_norm_ = true;  // residual add + RMSNorm in the producing linear's epilogue
 
-  // Captured decode steps by batch size.
-  std::map<int32_t, cudaGraphExec_t> decode_graphs_;
+  // A captured decode step: one graph, or (a collective that cannot be captured) the segments
+  // between the all-reduces, replayed with the collective called between them.
+  struct DecodeGraph {
+    std::vector<cudaGraphExec_t> segments;
+    std::vector<std::pair<float*, size_t>> reduces;  // after segment i: all-reduce of (data, count)
+    uint64_t epoch = 0;                              // the collective's group_epoch() at capture
+  };
+  std::map<int32_t, DecodeGraph> decode_graphs_;  // by batch size
+  DecodeGraph* building_ = nullptr;               // the segmented capture in progress
 
   explicit CudaModelRunner(const CudaRunnerOptions& options) : options_(options) {}
-  absl::Status Init(const quant::Checkpoint& shard, const ShardPlan& plan);
+  bool tp() const { return plan_.world > 1; }
+  absl::Status Init(const quant::Checkpoint& shard);
   StepLimits limits() const;
   kernels::cuda::RaggedBatchDevice BatchOf(int num_seqs, int num_tokens, int max_seq_tokens) const;
   kernels::cuda::KvPoolDevice KvPool(int32_t layer) const;
@@ -172,8 +192,19 @@ class CudaModelRunner : public ModelRunner {
   absl::Status EnqueueLayers(int num_seqs, int num_tokens, int max_seq_tokens);
   // Logit rows [row_begin, row_begin + rows) of the step: gather, f16, lm_head into logits_.
   absl::Status EnqueueHead(int row_begin, int rows);
-  // The decode step of S seqs (one token each) captured into an executable graph.
-  absl::StatusOr<cudaGraphExec_t> CaptureDecodeStep(int S);
+  // The decode step of S seqs (one token each) captured into executable graph(s).
+  absl::StatusOr<DecodeGraph> CaptureDecodeStep(int S);
+  absl::Status LaunchDecodeGraph(const DecodeGraph& g);
+  static void DestroyDecodeGraph(DecodeGraph& g);
+  absl::Status BeginSegment();
+  absl::Status EndSegment();  // ends the capture in progress (if any) into building_
+  // data[0, count) summed over the ranks, on stream_ (tensor parallelism; a no-op at world 1). Inside
+  // a segmented capture: a segment boundary, the all-reduce runs at replay.
+  absl::Status AllReduce(float* data, size_t count);
+  // Logit rows [0, rows) of logits_ (this rank's vocab rows) gathered into full_logits_ in vocab order.
+  absl::Status GatherLogits(int rows);
+  // Waits for stream_ (through the collective at world > 1: bounded, a dead peer fails it).
+  absl::Status Sync();
   absl::Status RunLinear(const CudaLinear& linear, const __half* x, int rows, float* y,
                          const kernels::cuda::DecodeEpilogue& epilogue = {});
   // `linear` (whose output joins the residual stream), then residual_ += output and act16_ =
@@ -184,9 +215,15 @@ class CudaModelRunner : public ModelRunner {
   // Slot src's GDN recurrent state and conv window onto slot dst, ordered on stream_.
   absl::Status EnqueueSlotCopy(SlotId src, SlotId dst);
   absl::Status SampleOnDevice(const std::vector<RowSampling>& rows, const TokenMasks& masks, StepOutput* out);
-  // The rows' token masks (RowSampling::mask_row) applied to logits_ (device_token_masks.cc):
-  // waits for the engine's mask thread (masks.ready), stages the bits through pinned memory.
+  // The rows' token masks (RowSampling::mask_row) applied to logits_ (device_token_masks.cc; this
+  // rank's vocab columns): waits for the engine's mask thread (masks.ready), stages the bits
+  // through pinned memory.
   absl::Status ApplyTokenMasks(const std::vector<RowSampling>& rows, const TokenMasks& masks);
+  // SampleOnDevice over the split vocabulary (world > 1), after the masks.
+  absl::Status SampleSplit(const std::vector<RowSampling>& rows, StepOutput* out);
+  absl::Status EnsureSampler();
+  // Copies `rows` logit rows of `logits` [rows, V] to out->logits for the rows not sampled (kDone).
+  absl::Status ReturnHostRows(const float* logits, StepOutput* out);
 };
 
 }  // namespace sparkserve::model::cuda

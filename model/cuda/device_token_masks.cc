@@ -40,8 +40,8 @@ absl::Status CudaModelRunner::ApplyTokenMasks(const std::vector<RowSampling>& ro
   kc::TokenMaskInputs in;
   in.logits = logits_.data();
   in.rows = static_cast<int>(rows.size());
-  in.vocab = static_cast<int>(config_.vocab_size);
-  in.vocab_begin = 0;  // tensor parallelism: this rank's first vocabulary column
+  in.vocab = static_cast<int>(shapes_.vocab.second - shapes_.vocab.first);  // this rank's columns
+  in.vocab_begin = shapes_.vocab.first;
   in.words = mask_device_.data();
   in.words_per_row = masks.words_per_row;
   in.logit_rows = reinterpret_cast<const int32_t*>(mask_device_.data() + words);

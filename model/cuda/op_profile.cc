@@ -1,4 +1,6 @@
-// CudaModelRunner's op profile (ProfileNextStep): an event after each op of one step, summed by op.
+// CudaModelRunner's op profile (ProfileNextStep): an event after each op of one step, summed by op
+// (with tensor parallelism "all_reduce" is its own op: the time from the partial sum's linear to
+// the summed result, waiting for the slowest rank included).
 #include "model/cuda/cuda_model_runner.h"
 
 #include <map>
@@ -24,7 +26,7 @@ absl::Status CudaModelRunner::Mark(const std::string& op) {
 }
 
 absl::Status CudaModelRunner::CollectOpProfile() {
-  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  RETURN_IF_ERROR(Sync());
   std::map<std::string, size_t> index;
   op_profile_.clear();
   for (size_t i = 1; i < op_marks_.size(); ++i) {

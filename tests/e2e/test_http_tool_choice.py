@@ -1,15 +1,14 @@
 """Forced tool_choice on `sparkserve serve` with the real Qwen3.5 chat template and tokenizer: the
 prompt the model gets is the chat rendered with thinking off plus the opening of the call (usage
-counts it), and the output is what `sparkserve run` greedily continues from those ids. The tiny model
-is random, so its call stays unfinished and comes back as text, forced opening included."""
-import json
-import subprocess
+counts it). The rest of the call is constrained by the tool-call grammar (structured outputs), so
+the tiny random model's output continues the call as the grammar allows; cut by max_tokens, the
+unfinished call comes back as text, forced opening included."""
 
 import httpx
 import pytest
 from tokenizers import Tokenizer
 
-from conftest import API_KEY, RUNNER_FLAGS, MODEL_NAME, SPARKSERVE, Server
+from conftest import API_KEY, MODEL_NAME, Server
 
 USER = [{"role": "user", "content": "hello world"}]
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
@@ -34,13 +33,6 @@ def prompt_ids(server, **kw):
     return r.json()["tokens"]
 
 
-def run_greedy(model_dir, ids, max_new):
-    out = subprocess.run([SPARKSERVE, "run", str(model_dir), "--ids", ",".join(map(str, ids)), "--max-new",
-                          str(max_new), "--json", *RUNNER_FLAGS], capture_output=True, text=True, timeout=60,
-                         check=True)
-    return json.loads(out.stdout)["ids"]
-
-
 def test_named_choice_prompt_ends_with_the_call_opening(server, model_dir, openai_client):
     tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
     forced_text = "<tool_call>\n<function=get_weather>\n"
@@ -52,13 +44,16 @@ def test_named_choice_prompt_ends_with_the_call_opening(server, model_dir, opena
     forced = tok.encode(forced_text).ids
     assert resp.usage.prompt_tokens == len(base) + len(forced)
     assert resp.usage.completion_tokens == 8
-    out = run_greedy(model_dir, base + forced, 8)
-    text = tok.decode(out, skip_special_tokens=True)
     msg = resp.choices[0].message
     assert resp.choices[0].finish_reason == "length"
     assert not msg.tool_calls
     got = (getattr(msg, "reasoning_content", None) or "") + (msg.content or "")
-    assert got == (forced_text + text).replace("<think>", "").replace("</think>", "")
+    assert got.startswith(forced_text), got
+    # Unconstrained, the random model continues with junk; the grammar allows only a parameter of
+    # get_weather or the end of the function next.
+    rest = got[len(forced_text):]
+    allowed = ["<parameter=city>\n", "</function>"]
+    assert rest and any(a.startswith(rest) or rest.startswith(a) for a in allowed), rest
 
 
 def test_anthropic_any_counts_the_forced_opening(server, model_dir, anthropic_client):

@@ -15,7 +15,7 @@ from tokenizers import Tokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN = os.path.join(ROOT, "tests", "golden", "qwen35")
-CONFIGS = ["text_tied", "text_untied", "vl_tied", "vl_untied"]
+CONFIGS = ["text_tied", "text_untied", "vl_tied", "vl_untied", "text_nosection", "vl_nosection"]
 TOKENIZER_DIR = os.path.join(ROOT, "..", "shared", "fixtures", "qwen3-tokenizer")
 
 

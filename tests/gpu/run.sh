@@ -8,6 +8,10 @@
 #           exist on sm_100), else the summary says "NOT-RUN" (not a pass)
 #   kernels gpu_kernel_check: decode linear checks + timings against the copy bandwidth
 #   model   gpu_model_test: the CUDA runner against the CPU runner (golden fixtures, demo models)
+#   tp1gpu  gpu_tp_test: tensor parallelism on one GPU, two ranks as threads over the in-process
+#           group's host-staged device path, against TP=1 (logits, greedy, device sampling over the
+#           split vocabulary, segmented decode graphs), the split sampler on identical logits, NCCL's
+#           one-GPU checks (a one-rank group, a peer that never joins failing within its timeout)
 #   e2e     the HTTP e2e suite (official openai/anthropic SDKs) with `serve --backend cuda`
 #   structured  structured outputs: `bench serve` of the random 4B model at 1 and 64 users with every
 #           request constrained (a JSON schema that cannot end before max_tokens) against the same
@@ -24,7 +28,7 @@
 set -uo pipefail
 BIN="$(realpath "${1:-build/bin}")"
 LOG_DIR="${OUT:-/tmp}"
-SECTIONS="${SPARKSERVE_GPU_SECTIONS:-ops,blackwell,kernels,model,e2e,structured,spec,4b}"
+SECTIONS="${SPARKSERVE_GPU_SECTIONS:-ops,blackwell,kernels,model,tp1gpu,e2e,structured,spec,4b}"
 want() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 SUMMARY=()
 status=0
@@ -85,6 +89,12 @@ if want model; then
   "$BIN/gpu_model_test" --gtest_brief=1 2>&1 | tee "$LOG_DIR/model.log"
   rc=${PIPESTATUS[0]}
   record model "$rc" "$(grep -c '^\[model\]' "$LOG_DIR/model.log") runs; worst $(grep -o 'logit| [0-9.e-]*' "$LOG_DIR/model.log" | awk '{print $2}' | sort -g | tail -1) ($(elapsed $t))"
+fi
+if want tp1gpu; then
+  t=$(date +%s)
+  NCCL_NVLS_ENABLE=0 "$BIN/gpu_tp_test" --gtest_brief=1 2>&1 | tee "$LOG_DIR/tp1gpu.log"
+  rc=${PIPESTATUS[0]}
+  record tp1gpu "$rc" "$(grep -c '^\[tp1gpu\]' "$LOG_DIR/tp1gpu.log") runs; worst $(grep -o 'logit| [0-9.e-]*' "$LOG_DIR/tp1gpu.log" | awk '{print $2}' | sort -g | tail -1) ($(elapsed $t))"
 fi
 if want e2e; then
   t=$(date +%s)

@@ -185,7 +185,7 @@ absl::StatusOr<std::string> ChatTemplate::Render(const ordered_json& messages, c
     if (it.key() == "messages") continue;
     vars.emplace_back(it.key(), jinja::FromJson(it.value()));
   }
-  ASSIGN_OR_RETURN(std::string rendered, tmpl->Render(vars));
+  ASSIGN_OR_RETURN(std::string rendered, tmpl->Render(vars, options.limits));
 
   if (options.continue_final_message) {
     const std::string stripped = jinja::PyStrip(final_message, std::nullopt, true, true);

@@ -24,6 +24,8 @@ struct ChatRenderOptions {
   // transformers' continue_final_message: the prompt ends inside the last message (no end-of-turn
   // after it), for prefilling an assistant reply. Incompatible with add_generation_prompt.
   bool continue_final_message = false;
+  // Bounds on the render (loop iterations, output bytes, time); each one's error is InvalidArgument.
+  jinja::RenderLimits limits;
 };
 
 class ChatTemplate {

@@ -11,6 +11,9 @@ namespace sparkserve::text::constraint {
 namespace {
 
 constexpr int32_t kMaxRepeat = 10000;
+// Parenthesised groups nested deeper are refused: the parser, and everything that walks the
+// expression after it, recurses once per level (100,000 '(' must not overflow the stack).
+constexpr int32_t kMaxGroupNesting = 64;
 
 bool IsWordChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
@@ -112,9 +115,15 @@ class GbnfParser {
       } else if (c == '[') {
         item = ParseClass();
       } else if (c == '(') {
+        if (depth_ >= kMaxGroupNesting) {
+          Fail(fmt::format("groups nested deeper than {} levels", kMaxGroupNesting));
+          return Empty();
+        }
         ++pos_;
         SkipSpace(true);
+        ++depth_;
         item = ParseAlternatives(true);
+        --depth_;
         if (!ok()) return Empty();
         if (Peek() != ')') {
           Fail("expected ')'");
@@ -321,6 +330,7 @@ class GbnfParser {
 
   std::string_view s_;
   size_t pos_ = 0;
+  int32_t depth_ = 0;  // groups open at pos_
   Grammar g_;
   std::vector<bool> defined_;
   std::vector<size_t> first_use_line_;

@@ -10,6 +10,9 @@ namespace sparkserve::text::constraint {
 namespace {
 
 constexpr int32_t kMaxRepeat = 10000;
+// Groups nested deeper are refused: the parser, and everything that walks the expression after it,
+// recurses once per level (a pattern of 100,000 '(' must not overflow the stack).
+constexpr int32_t kMaxGroupNesting = 64;
 
 std::vector<CodepointRange> DigitRanges() { return {{'0', '9'}}; }
 std::vector<CodepointRange> WordRanges() { return {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}}; }
@@ -114,6 +117,7 @@ class RegexParser {
   }
 
   ExprPtr Quantified(ExprPtr atom) {
+    bool repeated = false;
     while (!AtEnd()) {
       int32_t min = 0, max = 0;
       const uint32_t c = Peek();
@@ -159,6 +163,11 @@ class RegexParser {
         Fail("possessive quantifiers are not supported");
         return atom;
       }
+      if (repeated) {  // as Python's re; stacked quantifiers would also nest without bound
+        Fail(fmt::format("multiple repeat at offset {} (group the repeated part first)", pos_));
+        return atom;
+      }
+      repeated = true;
       atom = Repeat(std::move(atom), min, max);
     }
     return atom;
@@ -168,6 +177,10 @@ class RegexParser {
     const uint32_t c = Peek();
     switch (c) {
       case '(': {
+        if (depth_ >= kMaxGroupNesting) {
+          Fail(fmt::format("groups nested deeper than {} levels", kMaxGroupNesting));
+          return Empty();
+        }
         ++pos_;
         if (Peek() == '?') {
           if (Peek(1) == ':') {
@@ -193,7 +206,9 @@ class RegexParser {
             return Empty();
           }
         }
+        ++depth_;
         ExprPtr inner = Alternation();
+        --depth_;
         if (AtEnd() || Peek() != ')') {
           Fail("missing ')'");
           return Empty();
@@ -359,6 +374,7 @@ class RegexParser {
   std::vector<uint32_t> cps_;
   size_t pos_ = 0;
   size_t end_ = 0;
+  int32_t depth_ = 0;  // groups open at pos_
   std::string error_;
 };
 

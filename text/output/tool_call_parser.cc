@@ -6,6 +6,7 @@
 #include <random>
 
 #include "fmt/format.h"
+#include "text/output/json_nesting.h"
 #include "text/output/partial_tag.h"
 #include "text/output/python_json.h"
 
@@ -213,7 +214,8 @@ ToolCallParser::Step ToolCallParser::StepJsonBody(bool final, OutputEvents& out)
     if (c == '"') {
       json_in_string_ = true;
     } else if (c == '{' || c == '[') {
-      ++json_depth_;
+      // Deeper than any tool call needs: the parsed value could not be copied or dumped safely.
+      if (++json_depth_ > kMaxJsonNesting) return Fail(out);
     } else if (c == '}' || c == ']') {
       if (--json_depth_ > 0) continue;
       Consume(i + 1);
@@ -228,7 +230,10 @@ ToolCallParser::Step ToolCallParser::StepJsonBody(bool final, OutputEvents& out)
       if (args == parsed.end()) return Fail(out);
       nlohmann::ordered_json arguments = *args;
       if (arguments.is_string()) {
-        arguments = nlohmann::ordered_json::parse(arguments.get<std::string>(), nullptr, false);
+        const std::string& text = arguments.get_ref<const std::string&>();
+        arguments = JsonNestingDepth(text) > kMaxJsonNesting
+                        ? nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded)
+                        : nlohmann::ordered_json::parse(text, nullptr, false);
       }
       if (arguments.is_discarded() || !arguments.is_object()) return Fail(out);
       name_ = name->get<std::string>();

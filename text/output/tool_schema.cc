@@ -8,6 +8,7 @@
 #include <limits>
 #include <optional>
 
+#include "text/output/json_nesting.h"
 #include "fmt/format.h"
 
 namespace sparkserve::text {
@@ -83,6 +84,7 @@ std::optional<ordered_json> ParsePythonNumber(std::string_view text) {
 }
 
 std::optional<ordered_json> ParseJson(std::string_view text) {
+  if (JsonNestingDepth(text) > kMaxJsonNesting) return std::nullopt;  // kept as text
   ordered_json parsed = ordered_json::parse(text.begin(), text.end(), nullptr,
                                             /*allow_exceptions=*/false);
   if (parsed.is_discarded()) return std::nullopt;
@@ -135,6 +137,7 @@ absl::StatusOr<ToolSchemas> ToolSchemas::FromTools(const nlohmann::json& tools) 
   ToolSchemas schemas;
   if (tools.is_null()) return schemas;
   if (!tools.is_array()) return absl::InvalidArgumentError("tools must be an array");
+  std::map<std::string, nlohmann::json, std::less<>> all;
   for (size_t i = 0; i < tools.size(); ++i) {
     const nlohmann::json& tool = tools[i];
     if (!tool.is_object()) {
@@ -160,14 +163,16 @@ absl::StatusOr<ToolSchemas> ToolSchemas::FromTools(const nlohmann::json& tools) 
         properties = *props;
       }
     }
-    schemas.properties_[name->get<std::string>()] = std::move(properties);
+    all[name->get<std::string>()] = std::move(properties);
   }
+  schemas.properties_ = std::make_shared<const std::map<std::string, nlohmann::json, std::less<>>>(std::move(all));
   return schemas;
 }
 
 const nlohmann::json* ToolSchemas::Properties(std::string_view function) const {
-  auto it = properties_.find(function);
-  if (it == properties_.end() || it->second.empty()) return nullptr;
+  if (!properties_) return nullptr;
+  auto it = properties_->find(function);
+  if (it == properties_->end() || it->second.empty()) return nullptr;
   return &it->second;
 }
 

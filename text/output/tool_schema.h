@@ -2,6 +2,7 @@
 // Qwen3.5 XML parameter value (always text) into the JSON type its schema declares.
 #pragma once
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -23,7 +24,8 @@ class ToolSchemas {
   const nlohmann::json* Properties(std::string_view function) const;
 
  private:
-  std::map<std::string, nlohmann::json, std::less<>> properties_;
+  // Shared: the parsers of a request's n samples copy the schemas, never the JSON they hold.
+  std::shared_ptr<const std::map<std::string, nlohmann::json, std::less<>>> properties_;
 };
 
 // Converts a parameter's text to the type `property_schema` (the parameter's entry in

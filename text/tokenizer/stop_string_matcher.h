@@ -3,20 +3,60 @@
 // stop string itself is withheld unless include_stop is set; nothing is emitted after a stop. The
 // stop is the first one completed while reading left to right (earliest end; on a tie, the longest),
 // so pushing the text in any split gives the same output as pushing it whole.
+//
+// The stop strings compile once into a StopStringSet (an Aho-Corasick automaton over bytes), which
+// the n samples of a request share; each sample's matcher holds only its automaton state and the
+// held-back text. Matching costs O(1) amortised per byte, whatever the number and length of stops.
 #pragma once
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 
 namespace sparkserve::text {
 
+class StopStringSet {
+ public:
+  // Empty stop strings are refused (InvalidArgument).
+  static absl::StatusOr<std::shared_ptr<const StopStringSet>> Create(std::vector<std::string> stop_strings);
+
+  const std::vector<std::string>& strings() const { return strings_; }
+  bool empty() const { return strings_.empty(); }
+  size_t max_len() const { return max_len_; }
+
+  // The automaton. State 0 is the root (nothing matched).
+  int32_t Step(int32_t state, unsigned char byte) const;
+  // Bytes of the longest suffix of the text read that is a prefix of some stop string.
+  int32_t Depth(int32_t state) const { return nodes_[state].depth; }
+  // The longest stop string ending at this state (first listed on equal strings), or -1.
+  int32_t Match(int32_t state) const { return nodes_[state].match; }
+
+ private:
+  struct Node {
+    std::vector<std::pair<unsigned char, int32_t>> children;  // sorted by byte
+    int32_t fail = 0;
+    int32_t depth = 0;
+    int32_t match = -1;
+  };
+  int32_t Child(int32_t state, unsigned char byte) const;
+
+  std::vector<std::string> strings_;
+  size_t max_len_ = 0;
+  std::vector<Node> nodes_;
+};
+
 class StopStringMatcher {
  public:
-  // Empty stop strings are refused (InvalidArgument). No stop strings: everything passes through.
+  // Compiles `stop_strings` for this matcher alone (see StopStringSet::Create for errors). No stop
+  // strings: everything passes through.
   static absl::StatusOr<StopStringMatcher> Create(std::vector<std::string> stop_strings, bool include_stop = false);
+  // A matcher over a shared, compiled set (null: no stop strings).
+  explicit StopStringMatcher(std::shared_ptr<const StopStringSet> set, bool include_stop = false);
 
   struct Output {
     std::string text;                 // safe to send now
@@ -29,16 +69,13 @@ class StopStringMatcher {
 
   bool stopped() const { return stopped_; }
   // How many bytes may be held back at most (longest stop string - 1).
-  size_t max_held_bytes() const { return max_len_ == 0 ? 0 : max_len_ - 1; }
+  size_t max_held_bytes() const { return !set_ || set_->max_len() == 0 ? 0 : set_->max_len() - 1; }
+  const StopStringSet* set() const { return set_.get(); }
 
  private:
-  StopStringMatcher() = default;
-  // Length of the longest suffix of held_ that is a proper prefix of some stop string.
-  size_t HeldSuffixLength() const;
-
-  std::vector<std::string> stops_;
+  std::shared_ptr<const StopStringSet> set_;
   bool include_stop_ = false;
-  size_t max_len_ = 0;
+  int32_t state_ = 0;
   std::string held_;
   bool stopped_ = false;
 };

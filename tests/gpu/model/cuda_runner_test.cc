@@ -348,7 +348,7 @@ int main(int argc, char** argv) {
   using namespace sparkserve;
   ::testing::InitGoogleTest(&argc, argv);
   test_support::TempDir tmp("gpu_model");
-  for (const char* f : {"text_tied", "text_untied", "vl_tied", "vl_untied"}) {
+  for (const char* f : {"text_tied", "text_untied", "vl_tied", "vl_untied", "text_nosection", "vl_nosection"}) {
     const std::string twin = tmp / (std::string("golden_bf16_") + f);
     if (!model::WriteBf16Twin(std::string("tests/golden/qwen35/") + f, twin)) {
       std::fprintf(stderr, "could not write the bf16 twin of tests/golden/qwen35/%s\n", f);

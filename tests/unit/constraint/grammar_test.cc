@@ -124,6 +124,30 @@ TEST(Automaton, RefusesGrammarsThatMatchNothing) {
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("matches no text"));
 }
 
+// Request fields (guided_regex, guided_grammar...) are untrusted: deep nesting is an error, not a
+// stack overflow in the recursive-descent parsers (100,000 '(' crashed both before the bound).
+TEST(Parsers, RefuseNestingPastTheBound) {
+  const std::string deep(100000, '(');
+  const std::string close(100000, ')');
+  auto r = RegexGrammar(deep + "a" + close);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("nested deeper than 64"));
+  auto g = ParseGbnf("root ::= " + deep + "\"a\"" + close + "\n");
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(std::string(g.status().message()), HasSubstr("nested deeper than 64"));
+  // Stacked quantifiers nest as deeply, one Repeat per quantifier: refused as Python's re does.
+  std::string stacked = "a";
+  for (int i = 0; i < 100000; ++i) stacked += "{1}";
+  r = RegexGrammar(stacked);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("multiple repeat"));
+  EXPECT_FALSE(RegexGrammar("a**").ok());
+  // 64 levels still parse; a lazy quantifier is one quantifier.
+  EXPECT_TRUE(RegexGrammar(std::string(64, '(') + "a" + std::string(64, ')')).ok());
+  EXPECT_TRUE(ParseGbnf("root ::= " + std::string(64, '(') + "\"a\"" + std::string(64, ')') + "\n").ok());
+  EXPECT_TRUE(RegexGrammar("a{2,3}?b*?").ok());
+}
+
 TEST(Automaton, RefusesGrammarsPastTheLimits) {
   auto g = ParseGbnf("root ::= ([a-z] [0-9] [A-Z]){10000}\n");
   ASSERT_TRUE(g.ok());

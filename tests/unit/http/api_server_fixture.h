@@ -11,6 +11,8 @@
 #include "head/http/model_output_parser.h"
 #include "head/http/tool_choice.h"
 #include "tests/unit/http/fakes.h"
+#include "text/constraint/grammar_compiler.h"
+#include "text/constraint/token_vocabulary.h"
 #include "tests/unit/http/http_test_client.h"
 
 namespace sparkserve::head::http::testing {
@@ -30,15 +32,16 @@ class ApiServerTest : public ::testing::Test {
     ctx_.parser_factory = MakeModelPieceParserFactory(family_);
     ctx_.tool_call_markup = ToolCallMarkupFor(family_);
     ctx_.model_name = "tiny";
-    ctx_.max_seq_len = 512;
+    ctx_.max_seq_len = max_seq_len_;
     ctx_.default_sampling.temperature = 0.0f;
     ctx_.api_key = api_key;
     ctx_.ready = &ready_;
+    ctx_.grammars = FakeGrammars(codec_);
     api_ = std::make_unique<ApiServer>(ctx_, &metrics_);
     HttpServerOptions opts;
     opts.host = "127.0.0.1";
     opts.port = 0;
-    opts.max_body_bytes = 64 * 1024;
+    opts.max_body_bytes = max_body_bytes_;
     opts.error_response = &ApiServer::TransportError;
     server_ = std::make_unique<HttpServer>(opts, [this](HttpRequest r, std::shared_ptr<ResponseChannel> c) {
       api_->Handle(std::move(r), std::move(c));
@@ -55,6 +58,17 @@ class ApiServerTest : public ::testing::Test {
     return c.Send("GET", path, "", h);
   }
 
+  // Structured outputs over the fake codec's vocabulary (its added tokens keep their text, as
+  // TokenVocabulary::FromTokenizer keeps non-special added tokens; <|im_end|> has none).
+  static std::shared_ptr<text::constraint::GrammarCompiler> FakeGrammars(const FakeCodec& codec) {
+    std::vector<std::string> bytes;
+    for (int32_t id = 0; id < codec.vocab_size(); ++id) {
+      bytes.push_back(id == FakeCodec::kImEnd ? "" : codec.Piece(id, /*skip_special=*/false));
+    }
+    return std::make_shared<text::constraint::GrammarCompiler>(
+        text::constraint::TokenVocabulary::Create(std::move(bytes), codec.vocab_size()));
+  }
+
   // The decoded text of `text` minus reasoning/tool-call markup (what clients must get back).
   static std::string WithoutThinkMarkup(std::string s) {
     for (const std::string tag : {"<think>", "</think>"}) {
@@ -64,6 +78,8 @@ class ApiServerTest : public ::testing::Test {
   }
 
   text::ModelFamily family_ = text::ModelFamily::kQwen3_5;
+  uint64_t max_body_bytes_ = 64 * 1024;  // tests may change these, then StartServer("")
+  int32_t max_seq_len_ = 512;
   FakeCodec codec_;
   FakeEngine engine_{&codec_};
   std::atomic<bool> ready_{true};

@@ -89,6 +89,9 @@ class FakeCodec : public TextCodec {
   // prompt opens <think> when enable_thinking is true.
   absl::StatusOr<std::string> RenderChat(const Json& messages, const Json& tools, bool add_generation_prompt,
                                          bool, const Json& kwargs) const override {
+    for (const auto& m : messages) {
+      if (m["role"] == "user" && m["content"] == "BLOCK") WaitUnblocked();
+    }
     std::lock_guard<std::mutex> lock(mu_);
     last_messages = messages;
     last_tools = tools;
@@ -109,8 +112,27 @@ class FakeCodec : public TextCodec {
     }
     return out;
   }
+  // Renders of a "BLOCK" user message wait until Unblock() (a slow template, for the I/O-thread tests).
+  void Unblock() {
+    std::lock_guard<std::mutex> lock(block_mu_);
+    unblocked_ = true;
+    block_cv_.notify_all();
+  }
+  int blocked_renders() const { return blocked_.load(); }
+
   mutable std::mutex mu_;
   mutable Json last_messages, last_tools, last_kwargs;
+
+ private:
+  void WaitUnblocked() const {
+    ++blocked_;
+    std::unique_lock<std::mutex> lock(block_mu_);
+    block_cv_.wait(lock, [this] { return unblocked_; });
+  }
+  mutable std::mutex block_mu_;
+  mutable std::condition_variable block_cv_;
+  mutable std::atomic<int> blocked_{0};
+  bool unblocked_ = false;
 };
 
 // Replays `outputs[i]` (text, encoded with FakeCodec; per prompt when set so) as sample i's tokens,
@@ -213,6 +235,12 @@ class FakeEngine : public engine::EngineApi {
     std::lock_guard<std::mutex> lock(mu_);
     ++cancels;
     if (auto it = cancel_flags_.find(id); it != cancel_flags_.end()) it->second->store(true);
+  }
+  // Ends every running request as Engine::Shutdown does (final events kAbort, not asked for by
+  // the HTTP side).
+  void AbortAll() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, flag] : cancel_flags_) flag->store(true);
   }
   engine::EngineStats Stats() const override {
     engine::EngineStats s;

@@ -8,6 +8,10 @@
 namespace sparkserve::head::http {
 namespace {
 
+std::shared_ptr<const text::StopStringSet> Stops(std::vector<std::string> stops) {
+  return *text::StopStringSet::Create(std::move(stops));
+}
+
 TEST(MetricsTest, HistogramBucketsAreCumulativeWithCountAndSum) {
   engine::Histogram h = engine::Histogram::WithBounds({0.1, 1.0});
   h.Observe(0.05);
@@ -63,7 +67,7 @@ std::string Text(const std::vector<OutputPiece>& pieces) {
 
 TEST(SampleTextTest, StopStringSpanningTokensIsWithheldWithWhatFollows) {
   testing::FakeCodec codec;
-  SampleText st(codec.NewDecoder(true), nullptr, {"END", "xyz"}, false);
+  SampleText st(codec.NewDecoder(true), nullptr, Stops({"END", "xyz"}), false);
   std::string released;
   for (char c : std::string("abEN")) {
     int32_t id = static_cast<unsigned char>(c);
@@ -81,7 +85,7 @@ TEST(SampleTextTest, StopStringSpanningTokensIsWithheldWithWhatFollows) {
 
 TEST(SampleTextTest, HeldTextIsReleasedAtTheEndAndBrokenUtf8BecomesReplacement) {
   testing::FakeCodec codec;
-  SampleText st(codec.NewDecoder(true), nullptr, {"EN!"}, false);
+  SampleText st(codec.NewDecoder(true), nullptr, Stops({"EN!"}), false);
   std::vector<int32_t> ids = {'a', 'E', 'N', 0xE2, 0x9C};  // "aEN" + a cut-off 3-byte character
   std::string released = Text(st.Push(ids).pieces);
   EXPECT_EQ(released, "a");

@@ -217,7 +217,7 @@ TEST_F(ApiServerTest, ForcedStartClosesReasoningTheTemplateLeftOpen) {
   EXPECT_EQ(chat.prompt, "<|im_start|>assistant\n<think>\n</think>\n\n<tool_call>\n<function=get_weather>\n");
   EXPECT_EQ(chat.prompt_ids, Ids(codec_, chat.prompt));
   EXPECT_FALSE(chat.starts_in_reasoning);
-  auto parser = ctx_.parser_factory(PieceParserOptions{chat.starts_in_reasoning, true, true, kWeatherTools, forced});
+  auto parser = ctx_.parser_factory(PieceParserOptions{chat.starts_in_reasoning, true, true, kWeatherTools, forced})();
   std::vector<OutputPiece> pieces = parser->Feed("<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>");
   auto tail = parser->Finish();
   pieces.insert(pieces.end(), tail.begin(), tail.end());

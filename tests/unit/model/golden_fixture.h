@@ -98,6 +98,7 @@ inline double MaxAbsDiff(const float* a, const float* b, size_t n) {
   return err;
 }
 
-inline const char* const kConfigs[] = {"text_tied", "text_untied", "vl_tied", "vl_untied"};
+inline const char* const kConfigs[] = {"text_tied", "text_untied", "vl_tied", "vl_untied", "text_nosection",
+                                         "vl_nosection"};
 
 }  // namespace sparkserve::model::testing

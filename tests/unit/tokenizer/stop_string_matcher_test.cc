@@ -129,5 +129,61 @@ TEST(StopStringMatcher, AnySplitGivesTheWholeTextResult) {
   }
 }
 
+// After every push, exactly the longest suffix that may still start a stop is held back (what
+// streaming clients see does not lag more than it must), with one set shared by many matchers.
+TEST(StopStringMatcher, SharedSetHoldsBackOnlyTheLongestPossibleStart) {
+  std::mt19937 rng(7);
+  for (int iter = 0; iter < 300; ++iter) {
+    std::vector<std::string> stops;
+    for (size_t i = 0, n = 1 + rng() % 6; i < n; ++i) {
+      std::string s;
+      for (size_t k = 0, len = 1 + rng() % 6; k < len; ++k) s.push_back("abc"[rng() % 3]);
+      stops.push_back(s);
+    }
+    auto set = StopStringSet::Create(stops);
+    ASSERT_TRUE(set.ok());
+    for (int sample = 0; sample < 4; ++sample) {
+      StopStringMatcher m(*set);
+      std::string text, emitted;
+      for (int step = 0; step < 20 && !m.stopped(); ++step) {
+        std::string piece;
+        for (size_t k = 0, len = rng() % 4; k < len; ++k) piece.push_back("abcd"[rng() % 4]);
+        text += piece;
+        auto out = m.Push(piece);
+        emitted += out.text;
+        if (out.stop_index) {
+          EXPECT_EQ(emitted, Reference(stops, text, false).text);
+          break;
+        }
+        size_t hold = 0;
+        for (size_t len = 1; len <= text.size(); ++len) {
+          for (const auto& s : stops) {
+            if (s.size() > len && text.compare(text.size() - len, len, s, 0, len) == 0) hold = len;
+          }
+        }
+        ASSERT_EQ(emitted, text.substr(0, text.size() - hold)) << "stops " << stops.size() << " text " << text;
+      }
+    }
+  }
+}
+
+TEST(StopStringMatcher, ManyLongStopsOnALongText) {
+  // 16 stops of 256 bytes sharing long prefixes with the text: near misses everywhere.
+  std::vector<std::string> stops;
+  for (int i = 0; i < 16; ++i) stops.push_back(std::string(255, 'a') + static_cast<char>('b' + i));
+  auto m = StopStringMatcher::Create(stops);
+  ASSERT_TRUE(m.ok());
+  std::string text(200000, 'a');
+  text += "z";  // the stops end in b..q: no match
+  std::string emitted;
+  for (size_t pos = 0; pos < text.size(); pos += 3) emitted += m->Push(text.substr(pos, 3)).text;
+  emitted += m->Finish();
+  EXPECT_EQ(emitted, text);
+  auto m2 = StopStringMatcher::Create(stops);
+  auto out = m2->Push(std::string(300, 'a') + "e" + "tail");
+  EXPECT_EQ(out.stop_index, 3u);
+  EXPECT_EQ(out.text, std::string(45, 'a'));
+}
+
 }  // namespace
 }  // namespace sparkserve::text

@@ -29,6 +29,25 @@ const Value* Scope::Find(const std::string& name) const {
   return nullptr;
 }
 
+Evaluator::Evaluator(const RenderLimits& limits)
+    : limits_(limits), deadline_(std::chrono::steady_clock::now() + limits.max_render_time) {}
+
+void Evaluator::Tick() {
+  if (++iterations_ > limits_.max_loop_iterations) {
+    ThrowRuntime(fmt::format("the template ran more than {} loop iterations", limits_.max_loop_iterations));
+  }
+  if ((iterations_ & 255) == 0 && std::chrono::steady_clock::now() > deadline_) {
+    ThrowRuntime(fmt::format("rendering the template took longer than {} ms", limits_.max_render_time.count()));
+  }
+}
+
+void Evaluator::CountOutput(size_t bytes) {
+  emitted_ += bytes;
+  if (emitted_ > limits_.max_output_bytes) {
+    ThrowRuntime(fmt::format("the template's output exceeds {} bytes", limits_.max_output_bytes));
+  }
+}
+
 std::string Evaluator::Render(const Body& body, const std::shared_ptr<Scope>& root) {
   std::string out;
   ExecBody(body, std::make_shared<Scope>(root), out);
@@ -47,11 +66,15 @@ Evaluator::Flow Evaluator::Exec(const Stmt& s, const ScopePtr& scope, std::strin
   try {
     switch (s.kind) {
       case StmtKind::kData:
+        CountOutput(s.text.size());
         out += s.text;
         return Flow::kNormal;
-      case StmtKind::kOutput:
-        out += Eval(*s.expr, scope).Str();
+      case StmtKind::kOutput: {
+        std::string text = Eval(*s.expr, scope).Str();
+        CountOutput(text.size());
+        out += text;
         return Flow::kNormal;
+      }
       case StmtKind::kIf:
         for (size_t i = 0; i < s.conditions.size(); ++i) {
           if (Eval(*s.conditions[i], scope).Truthy()) return ExecBody(s.bodies[i], scope, out);
@@ -165,6 +188,7 @@ Evaluator::Flow Evaluator::ExecFor(const Stmt& s, const ScopePtr& scope, std::st
   }
   auto last_changed = std::make_shared<std::optional<ValueList>>();
   for (int64_t i = 0; i < n; ++i) {
+    Tick();
     auto iter_scope = std::make_shared<Scope>(scope);
     BindTargets(s, *iter_scope, items[static_cast<size_t>(i)]);
     auto loop = std::make_shared<ObjectData>();
@@ -249,6 +273,7 @@ Value Evaluator::MakeMacro(const Stmt& s, const ScopePtr& scope) {
     if (macro->uses_varargs) inner->Set("varargs", Value::Tuple(std::move(varargs)));
     if (macro->uses_kwargs) inner->Set("kwargs", Value::Dict(kwargs));
     if (ev.depth_ >= kMaxCallDepth) ThrowRuntime("maximum recursion depth exceeded");
+    ev.Tick();
     ++ev.depth_;
     std::string out;
     try {

@@ -2,12 +2,14 @@
 // and set-block get their own scope; if does not), producing the rendered text. Also the entry
 // points filters, tests and methods call back into (attribute lookup, calls, filter/test dispatch).
 #pragma once
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
 
 #include "text/chat/jinja/ast.h"
+#include "text/chat/jinja/template.h"
 #include "text/chat/jinja/value.h"
 
 namespace sparkserve::text::jinja {
@@ -34,6 +36,8 @@ void AddBuiltinGlobals(Scope& scope);
 
 class Evaluator {
  public:
+  explicit Evaluator(const RenderLimits& limits = {});
+
   // Renders `body` with `root` as the outermost scope (globals and render variables).
   std::string Render(const Body& body, const std::shared_ptr<Scope>& root);
 
@@ -57,7 +61,15 @@ class Evaluator {
   Value EvalInner(const Expr& e, const ScopePtr& scope);
   CallArgs EvalArgs(const Expr& e, size_t first_arg, const ScopePtr& scope);
 
+  // Counts a loop iteration (or a macro call) against the limits; throws past one.
+  void Tick();
+  void CountOutput(size_t bytes);
+
   int depth_ = 0;
+  RenderLimits limits_;
+  std::chrono::steady_clock::time_point deadline_;
+  int64_t iterations_ = 0;
+  size_t emitted_ = 0;
   std::vector<std::string> block_inputs_;  // bodies of enclosing {% filter %} / {% set %} blocks
 };
 

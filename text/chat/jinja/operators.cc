@@ -23,11 +23,23 @@ int64_t CheckedInt(bool overflow, int64_t v) {
   return v;
 }
 
+// The largest string (bytes) or list (items) `*` may build: the default output limit of a render.
+constexpr int64_t kMaxRepeatBytes = int64_t{64} << 20;
+constexpr int64_t kMaxRepeatItems = 1000000;
+
 Value Repeat(const Value& seq, int64_t n) {
   if (seq.is_string()) {
+    if (n > 0 && static_cast<int64_t>(seq.str().size()) > kMaxRepeatBytes / n) {
+      ThrowRuntime(fmt::format("repeating a string of {} bytes {} times exceeds {} bytes", seq.str().size(), n,
+                               kMaxRepeatBytes));
+    }
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.str();
     return Value(std::move(out));
+  }
+  if (n > 0 && static_cast<int64_t>(seq.items().size()) > kMaxRepeatItems / n) {
+    ThrowRuntime(fmt::format("repeating a sequence of {} items {} times exceeds {} items", seq.items().size(), n,
+                             kMaxRepeatItems));
   }
   ValueList out;
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.items().begin(), seq.items().end());

@@ -33,23 +33,25 @@ absl::StatusOr<std::shared_ptr<const Template>> Template::Parse(std::string_view
   }
 }
 
-absl::StatusOr<std::string> Template::Render(const std::vector<std::pair<std::string, Value>>& variables) const {
+absl::StatusOr<std::string> Template::Render(const std::vector<std::pair<std::string, Value>>& variables,
+                                            const RenderLimits& limits) const {
   auto root = std::make_shared<Scope>();
   AddBuiltinGlobals(*root);
   for (const auto& [k, v] : variables) root->Set(k, v);
   try {
-    Evaluator evaluator;
+    Evaluator evaluator(limits);
     return evaluator.Render(body_, root);
   } catch (const TemplateError& e) {
     return ToStatus(name_, e);
   }
 }
 
-absl::StatusOr<std::string> Template::Render(const nlohmann::ordered_json& variables) const {
+absl::StatusOr<std::string> Template::Render(const nlohmann::ordered_json& variables,
+                                            const RenderLimits& limits) const {
   if (!variables.is_object()) return absl::InvalidArgumentError("template variables must be a JSON object");
   std::vector<std::pair<std::string, Value>> vars;
   for (auto it = variables.begin(); it != variables.end(); ++it) vars.emplace_back(it.key(), FromJson(it.value()));
-  return Render(vars);
+  return Render(vars, limits);
 }
 
 std::optional<std::string> RaisedMessage(const absl::Status& status) {

@@ -2,6 +2,9 @@
 // lstrip_blocks, loop controls, raise_exception, strftime_now, HF's tojson; jinja2's sandboxed,
 // immutable semantics). The public entry point of the engine.
 #pragma once
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +19,14 @@
 
 namespace sparkserve::text::jinja {
 
+// Bounds on one render, so that neither a template nor the data it loops over can make a render run,
+// loop or grow without end. Exceeding one is a render error (InvalidArgument) naming it.
+struct RenderLimits {
+  int64_t max_loop_iterations = 1000000;            // for-loop bodies run, over the whole render
+  size_t max_output_bytes = size_t{64} << 20;       // text emitted (set-blocks included)
+  std::chrono::milliseconds max_render_time{10000};  // wall time
+};
+
 class Template {
  public:
   // Parses `source`. Errors (InvalidArgument) read "NAME:LINE:COLUMN: message". Unknown filters
@@ -25,8 +36,9 @@ class Template {
   // Renders with each key of `variables` (a JSON object) as a template variable. Every render
   // error is InvalidArgument "NAME:LINE:COLUMN: message"; one raised by raise_exception(msg) also
   // carries msg (see RaisedMessage).
-  absl::StatusOr<std::string> Render(const nlohmann::ordered_json& variables) const;
-  absl::StatusOr<std::string> Render(const std::vector<std::pair<std::string, Value>>& variables) const;
+  absl::StatusOr<std::string> Render(const nlohmann::ordered_json& variables, const RenderLimits& limits = {}) const;
+  absl::StatusOr<std::string> Render(const std::vector<std::pair<std::string, Value>>& variables,
+                                     const RenderLimits& limits = {}) const;
 
   const std::string& name() const { return name_; }
 
