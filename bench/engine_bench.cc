@@ -252,10 +252,17 @@ int RunBenchEngine(const BenchEngineArgs& a) {
     options.max_seq_len = std::max(options.max_seq_len + (decode_steps + slack) * a.spec.max_drafts, 257);
     options.max_step_tokens = std::max(options.max_step_tokens, 256);
   }
-  auto loaded = model::LoadModelRunner(a.model_dir, options);
+  engine::cluster::ClusterRunner* cluster = nullptr;
+  auto loaded = engine::cluster::LoadRunner(a.model_dir, options, a.cluster, a.collective, &cluster);
   if (!loaded.ok()) {
     spdlog::error("bench engine: loading {}: {}", a.model_dir, std::string(loaded.status().message()));
     return 1;
+  }
+  if (cluster != nullptr) {
+    if (absl::Status st = cluster->WaitUntilServing(std::chrono::minutes(10)); !st.ok()) {
+      spdlog::error("bench engine: {}", std::string(st.message()));
+      return 1;
+    }
   }
   if (spec && PrintStepCostCurve(*loaded->runner, a.spec.mode == engine::SpecMode::kMtp,
                                  a.json_path == "-" ? stderr : stdout) != 0) {
@@ -387,6 +394,15 @@ int RunBenchEngine(const BenchEngineArgs& a) {
   }
   engine.Shutdown();
   PrintTable(out, a, backend, copy_bw, points, prefills);
+  if (cluster != nullptr) {  // the head's own per-step costs of tensor parallelism across machines
+    const engine::cluster::ClusterStatus cs = cluster->status();
+    const double steps = static_cast<double>(std::max<int64_t>(cs.steps_total, 1));
+    std::fprintf(out,
+                 "cluster: %d ranks (%s); %lld steps; per step: control %.1f us (encode the plan + write it to every "
+                 "node), lockstep check %.1f us\n",
+                 cs.world, cs.transport.c_str(), static_cast<long long>(cs.steps_total),
+                 1e6 * cs.control_seconds_total / steps, 1e6 * cs.lockstep_seconds_total / steps);
+  }
   if (!a.json_path.empty()) WriteJson(a, backend, copy_bw, points, prefills);
   return 0;
 }

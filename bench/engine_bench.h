@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/spec_decode.h"
+#include "engine/cluster/cluster_setup.h"
 #include "model/runner_factory.h"
 
 namespace sparkserve::bench {
@@ -36,6 +37,9 @@ struct BenchEngineArgs {
   // Speculation in the engine; when on, the step cost curve (1..256 tokens) and, for MTP, one
   // draft step are measured and printed first.
   engine::SpecConfig spec;
+  // Tensor parallelism across machines (no nodes: one machine).
+  engine::cluster::ClusterOptions cluster;
+  engine::cluster::CollectiveKind collective = engine::cluster::CollectiveKind::kGloo;
 };
 
 // Returns the process exit code (0 ok, 1 run failure, 2 bad arguments).

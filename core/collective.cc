@@ -145,6 +145,45 @@ class InProcessGroup::Rank : public Collective {
   int32_t r_;
 };
 
+absl::Status ReplaceableCollective::Replace(std::unique_ptr<Collective> backend) {
+  if (backend && (backend->rank() != rank_ || backend->world() != world_)) {
+    return absl::InvalidArgumentError(fmt::format("collective of rank {} of {} cannot stand in for rank {} of {}",
+                                                  backend->rank(), backend->world(), rank_, world_));
+  }
+  backend_ = std::move(backend);
+  ++epoch_;  // device work captured on the previous group is stale
+  return absl::OkStatus();
+}
+
+absl::Status ReplaceableCollective::NoBackend() const {
+  return absl::UnavailableError(
+      fmt::format("rank {} of {} is not joined to its tensor-parallel group (lost, or not synced yet)", rank_, world_));
+}
+
+absl::Status ReplaceableCollective::AllReduceSum(std::span<float> data) {
+  return backend_ ? backend_->AllReduceSum(data) : NoBackend();
+}
+
+absl::Status ReplaceableCollective::AllGather(std::span<const float> local, std::vector<float>* out) {
+  return backend_ ? backend_->AllGather(local, out) : NoBackend();
+}
+
+absl::Status ReplaceableCollective::AllReduceSumDevice(float* data, size_t count, void* stream) {
+  return backend_ ? backend_->AllReduceSumDevice(data, count, stream) : NoBackend();
+}
+
+absl::Status ReplaceableCollective::AllGatherDevice(const float* local, size_t count, float* out, void* stream) {
+  return backend_ ? backend_->AllGatherDevice(local, count, out, stream) : NoBackend();
+}
+
+std::string ReplaceableCollective::transport() const { return backend_ ? backend_->transport() : "none (not joined)"; }
+
+bool ReplaceableCollective::device_capturable() const { return backend_ && backend_->device_capturable(); }
+
+absl::Status ReplaceableCollective::WaitDevice(void* stream) {
+  return backend_ ? backend_->WaitDevice(stream) : NoBackend();
+}
+
 InProcessGroup::InProcessGroup(int32_t world, std::shared_ptr<DeviceStaging> staging)
     : world_(world), staging_(std::move(staging)), barrier_(world), ptrs_(world), sizes_(world) {
   for (int32_t r = 0; r < world; ++r) ranks_.push_back(std::make_unique<Rank>(this, r));

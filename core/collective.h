@@ -65,6 +65,35 @@ class SingleRankCollective : public Collective {
   std::string transport() const override { return "single rank"; }
 };
 
+// A fixed (rank, world) whose backend is replaced when the group is rebuilt (a node lost, then
+// re-synced): a runner keeps a pointer to it for its whole life. Without a backend every
+// operation fails Unavailable. Replace only between operations (not thread-safe against them).
+class ReplaceableCollective : public Collective {
+ public:
+  ReplaceableCollective(int32_t rank, int32_t world) : rank_(rank), world_(world) {}
+  // `backend` must have this rank and world (InvalidArgument otherwise); null removes it.
+  absl::Status Replace(std::unique_ptr<Collective> backend);
+  Collective* backend() const { return backend_.get(); }
+
+  int32_t rank() const override { return rank_; }
+  int32_t world() const override { return world_; }
+  absl::Status AllReduceSum(std::span<float> data) override;
+  absl::Status AllGather(std::span<const float> local, std::vector<float>* out) override;
+  absl::Status AllReduceSumDevice(float* data, size_t count, void* stream) override;
+  absl::Status AllGatherDevice(const float* local, size_t count, float* out, void* stream) override;
+  std::string transport() const override;
+  bool device_capturable() const override;
+  // Counts Replace() calls: graphs captured with the previous backend must be captured again.
+  uint64_t group_epoch() const override { return epoch_; }
+  absl::Status WaitDevice(void* stream) override;
+
+ private:
+  absl::Status NoBackend() const;
+  int32_t rank_, world_;
+  std::unique_ptr<Collective> backend_;
+  uint64_t epoch_ = 0;
+};
+
 // How a host collective reaches device memory: CUDA copies on the caller's stream in CUDA builds;
 // tests of the staging logic substitute host copies.
 class DeviceStaging {

@@ -19,7 +19,7 @@ APT_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev libgloo-dev
-  libboost-dev libboost-system-dev libssl-dev python3 python3-venv python3-dev curl patchelf
+  libboost-dev libboost-system-dev libssl-dev openssl python3 python3-venv python3-dev curl patchelf
   clang libclang-rt-dev
 )
 missing=()

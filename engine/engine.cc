@@ -403,7 +403,8 @@ void Engine::Step() {
     PublishStats(batch.plan.num_tokens());
   } else {
     spdlog::error("engine: model forward failed: {}", std::string(output.status().message()));
-    FailBatch(batch, fmt::format("model forward failed: {}", std::string(output.status().message())));
+    FailBatch(batch, fmt::format("model forward failed: {}", std::string(output.status().message())),
+              absl::IsUnavailable(output.status()));
     PublishStats(-1);
   }
   Emit();
@@ -704,7 +705,7 @@ void Engine::WaitMasks() {
   mask_wait_seconds_ += Seconds(Clock::now() - start);
 }
 
-void Engine::FailBatch(const scheduler::ScheduledBatch& batch, const std::string& error) {
+void Engine::FailBatch(const scheduler::ScheduledBatch& batch, const std::string& error, bool unavailable) {
   std::vector<RequestId> ids;
   for (const auto& s : batch.seqs) ids.push_back(s.seq->request_id);
   std::sort(ids.begin(), ids.end());
@@ -712,7 +713,7 @@ void Engine::FailBatch(const scheduler::ScheduledBatch& batch, const std::string
   for (RequestId id : ids) {
     auto it = requests_.find(id);
     if (it != requests_.end() && it->second->num_unfinished > 0) {
-      EndRequest(*it->second, FinishReason::kError, error);
+      EndRequest(*it->second, FinishReason::kError, error, unavailable);
     }
   }
 }
@@ -726,13 +727,14 @@ void Engine::EndAll(FinishReason reason, const std::string& error) {
   for (RequestId id : ids) EndRequest(*requests_.at(id), reason, error);
 }
 
-void Engine::EndRequest(RequestState& req, FinishReason reason, const std::string& error) {
+void Engine::EndRequest(RequestState& req, FinishReason reason, const std::string& error, bool unavailable) {
   for (int32_t index = 0; index < static_cast<int32_t>(req.seqs.size()); ++index) {
     if (req.seqs[static_cast<size_t>(index)] == 0) continue;
     TokenEvent event;
     event.index = index;
     event.finish = reason;
     event.error = error;
+    event.unavailable = unavailable;
     pending_events_.push_back({req.sink, std::move(event)});
     ReleaseSample(req, index, reason);
   }

@@ -127,7 +127,8 @@ class Engine : public EngineApi {
   void Step();
   void Postprocess(const scheduler::ScheduledBatch& batch, const model::StepOutput& output);
   // Ends every unfinished sample of `request` with a final event carrying `reason`.
-  void EndRequest(RequestState& request, scheduler::FinishReason reason, const std::string& error);
+  void EndRequest(RequestState& request, scheduler::FinishReason reason, const std::string& error,
+                  bool unavailable = false);
   // Frees a sample's sequence (slot, pages); the request is forgotten at the next PublishStats
   // once all its samples have ended.
   void ReleaseSample(RequestState& request, int32_t index, scheduler::FinishReason reason);
@@ -158,7 +159,7 @@ class Engine : public EngineApi {
   // plan's masks.ready waits for it. The masks depend on tokens accepted in the previous step.
   void StartMasks(scheduler::ScheduledBatch& batch);
   void WaitMasks();
-  void FailBatch(const scheduler::ScheduledBatch& batch, const std::string& error);
+  void FailBatch(const scheduler::ScheduledBatch& batch, const std::string& error, bool unavailable = false);
   void EndAll(scheduler::FinishReason reason, const std::string& error);
   void PublishStats(int64_t step_tokens);
   void Emit();

@@ -19,7 +19,7 @@ std::string Hostname() {
   return buf;
 }
 
-void DescribeThisNode(proto::HelloResponse* out) {
+void DescribeThisNode(proto::AuthenticateResponse* out) {
   out->set_node_name(Hostname());
   proto::DeviceInfo* cpu = out->add_devices();
   cpu->set_kind("cpu");

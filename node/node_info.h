@@ -1,4 +1,4 @@
-// What a node reports about itself in Hello: hostname, devices (cpu + visible CUDA GPUs), capabilities.
+// What a node reports about itself once a head authenticates: hostname, devices (cpu + visible CUDA GPUs), capabilities.
 #pragma once
 #include <string>
 
@@ -9,6 +9,6 @@ namespace sparkserve::node {
 std::string Hostname();
 
 // The cpu (cores, host memory) and every visible CUDA device; capabilities follow from them.
-void DescribeThisNode(proto::HelloResponse* out);
+void DescribeThisNode(proto::AuthenticateResponse* out);
 
 }  // namespace sparkserve::node

@@ -60,6 +60,9 @@ struct TokenEvent {
   std::vector<std::vector<TokenLogprob>> top_logprobs;  // per new id: top k
   FinishReason finish = FinishReason::kNone;  // set on the sample's last event
   std::string error;                      // with kError
+  // With kError: the server could not run the request now (a tensor-parallel node was lost); a
+  // retry later may succeed (HTTP 503 with Retry-After rather than 500).
+  bool unavailable = false;
 };
 
 }  // namespace sparkserve::scheduler

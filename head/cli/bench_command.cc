@@ -10,6 +10,8 @@
 #include "bench/engine_bench.h"
 #include "bench/serve_bench.h"
 #include "head/cli/commands.h"
+#include "head/cli/cluster_flags.h"
+#include "spdlog/spdlog.h"
 #include "head/cli/runner_flags.h"
 #include "nlohmann/json.hpp"
 
@@ -104,9 +106,21 @@ void AddBenchEngineSubcommand(CLI::App& bench, int* exit_code) {
   cmd->add_option("--json", args->json_path, "write the results as JSON to FILE ('-': stdout)");
   auto spec = std::make_shared<SpecFlags>();
   AddSpecOptions(cmd, spec.get());  // default off here: the decode figures are plain decoding's
-  cmd->callback([args, spec, exit_code] {
     if (spec->mode.empty()) spec->mode = "off";
     args->spec = SpecConfigOf(*spec);
+  auto cluster = std::make_shared<ClusterFlags>();
+  AddClusterOptions(cmd, cluster.get());
+  cmd->callback([args, spec, cluster, exit_code] {
+    if (spec->mode.empty()) spec->mode = "off";
+    args->spec = SpecConfigOf(*spec);
+    absl::StatusOr<ResolvedCluster> resolved = ResolveClusterFlags(*cluster, args->runner.backend);
+    if (!resolved.ok()) {
+      spdlog::error("bench engine: {}", std::string(resolved.status().message()));
+      *exit_code = 2;
+      return;
+    }
+    args->cluster = resolved->options;
+    args->collective = resolved->collective;
     *exit_code = bench::RunBenchEngine(*args);
   });
 }

@@ -18,6 +18,7 @@ void AddTokenizeCommand(CLI::App& app, int* exit_code);  // head/cli/tokenize_co
 void AddQuantizeCommand(CLI::App& app, int* exit_code);   // head/cli/quantize_command.cc
 void AddDemoModelCommand(CLI::App& app, int* exit_code);  // head/cli/demo_model_command.cc
 void AddServeCommand(CLI::App& app, int* exit_code);  // `sparkserve serve` (serve_command.cc)
+void AddClusterCheckCommand(CLI::App& app, int* exit_code);  // cluster_check_command.cc
 void AddBenchCommand(CLI::App& app, int* exit_code, int argc, char** argv);  // head/cli/bench_command.cc
 
 }  // namespace sparkserve::head

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   // Subcommands register here.
   sparkserve::head::AddServeCommand(app, &exit_code);
+  sparkserve::head::AddClusterCheckCommand(app, &exit_code);
   sparkserve::head::AddInspectCommand(app, &exit_code);
   sparkserve::head::AddTemplateCommand(app, &exit_code);
   sparkserve::head::AddScoreCommand(app, &exit_code);

@@ -6,8 +6,10 @@
 #include <optional>
 #include <string>
 
+#include "engine/cluster/cluster_setup.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
+#include "head/cli/cluster_flags.h"
 #include "head/cli/commands.h"
 #include "head/cli/model_command_args.h"
 #include "head/cli/runner_flags.h"
@@ -26,6 +28,7 @@ struct RunArgs {
   bool json = false;
   model::RunnerOptions runner;  // CPU by default
   SpecFlags spec;
+  ClusterFlags cluster;
 };
 
 int RunGenerate(const RunArgs& a) {
@@ -43,17 +46,29 @@ int RunGenerate(const RunArgs& a) {
     spdlog::error("run: --max-new and --temperature must be >= 0");
     return 2;
   }
+  absl::StatusOr<ResolvedCluster> cluster_flags = ResolveClusterFlags(a.cluster, a.runner.backend);
+  if (!cluster_flags.ok()) {
+    spdlog::error("run: {}", std::string(cluster_flags.status().message()));
+    return 2;
+  }
   const int64_t max_len = static_cast<int64_t>(ids->size()) + std::max(a.max_new, 1);
   model::RunnerOptions options = a.runner;
   options.max_batch = 1;
   options.max_seq_len = static_cast<int32_t>(max_len);
   options.max_step_tokens = static_cast<int32_t>(max_len);  // the prompt in one step
   ApplySpecToRunner(a.spec, &options);
-  auto loaded = model::LoadModelRunner(a.dir, options);
+  engine::cluster::ClusterRunner* cluster = nullptr;
+  auto loaded = engine::cluster::LoadRunner(a.dir, options, cluster_flags->options, cluster_flags->collective, &cluster);
   if (!loaded.ok()) {
     spdlog::error("run: loading {} (--backend {}): {}", a.dir, model::BackendName(options.backend),
                   std::string(loaded.status().message()));
     return 1;
+  }
+  if (cluster != nullptr) {
+    if (absl::Status st = cluster->WaitUntilServing(std::chrono::minutes(10)); !st.ok()) {
+      spdlog::error("run: {}", std::string(st.message()));
+      return 1;
+    }
   }
   // The serving engine: the same seed gives the same tokens here and through `serve`.
   engine::EngineConfig ec;
@@ -127,6 +142,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--json", a->json,
                 "print {\"ids\": [...], \"text\": ..., \"spec\": {\"drafted\": N, \"accepted\": M}}");
   AddSpecOptions(cmd, &a->spec);
+  AddClusterOptions(cmd, &a->cluster);
   cmd->callback([=] {
     UseStderrLogging(cmd);
     if (a->ids.empty() && a->prompt.empty()) {

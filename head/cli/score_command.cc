@@ -1,5 +1,5 @@
 // `sparkserve score MODEL_DIR (--ids 1,2,3 | --text T) [--out logits.npy] [--backend cpu|cuda|auto]
-// [--kv-dtype --state-dtype]`: the logits of every position (default: the CPU reference backend), as
+// [--kv-dtype --state-dtype] [--nodes ...]`: the logits of every position (default: the CPU reference backend), as
 // a float32 [T, vocab] .npy file or JSON on stdout; with --backend cuda, the GPU's logits to check
 // against the reference.
 #include <algorithm>
@@ -7,6 +7,8 @@
 #include <fstream>
 #include <string>
 
+#include "engine/cluster/cluster_setup.h"
+#include "head/cli/cluster_flags.h"
 #include "head/cli/commands.h"
 #include "head/cli/model_command_args.h"
 #include "head/cli/runner_flags.h"
@@ -36,6 +38,7 @@ absl::Status WriteNpyF32(const std::string& path, const float* data, int64_t row
 struct ScoreArgs {
   std::string dir, ids, text, out;
   model::RunnerOptions runner;  // CPU by default
+  ClusterFlags cluster;         // --nodes: split across them
 };
 
 int RunScore(const ScoreArgs& a) {
@@ -44,16 +47,28 @@ int RunScore(const ScoreArgs& a) {
     spdlog::error("score: {}", std::string(ids.status().message()));
     return 2;
   }
+  absl::StatusOr<ResolvedCluster> resolved = ResolveClusterFlags(a.cluster, a.runner.backend);
+  if (!resolved.ok()) {
+    spdlog::error("score: {}", std::string(resolved.status().message()));
+    return 2;
+  }
   const int64_t T = static_cast<int64_t>(ids->size());
   model::RunnerOptions options = a.runner;  // one sequence, the whole of it in one step
   options.max_batch = 1;
   options.max_seq_len = static_cast<int32_t>(std::max<int64_t>(T, 2));
   options.max_step_tokens = options.max_seq_len;
-  auto loaded = model::LoadModelRunner(a.dir, options);
+  engine::cluster::ClusterRunner* cluster = nullptr;
+  auto loaded = engine::cluster::LoadRunner(a.dir, options, resolved->options, resolved->collective, &cluster);
   if (!loaded.ok()) {
     spdlog::error("score: loading {} (--backend {}): {}", a.dir, model::BackendName(options.backend),
                   std::string(loaded.status().message()));
     return 1;
+  }
+  if (cluster != nullptr) {
+    if (absl::Status st = cluster->WaitUntilServing(std::chrono::minutes(10)); !st.ok()) {
+      spdlog::error("score: {}", std::string(st.message()));
+      return 1;
+    }
   }
   model::ModelRunner& runner = *loaded->runner;
   model::StepPlan plan;
@@ -98,6 +113,7 @@ void AddScoreCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--out", a->out, "write float32 [T, vocab] logits to this .npy file (default: JSON on stdout)");
   AddBackendOption(cmd, &a->runner, "cpu: the fp32 reference");
   AddCacheDtypeOptions(cmd, &a->runner);
+  AddClusterOptions(cmd, &a->cluster);
   cmd->callback([=] {
     UseStderrLogging(cmd);
     if (a->ids.empty() && a->text.empty()) {

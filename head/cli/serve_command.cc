@@ -14,6 +14,8 @@
 #include <string>
 
 #include "text/output/output_parser.h"
+#include "engine/cluster/cluster_setup.h"
+#include "head/cli/cluster_flags.h"
 #include "head/cli/commands.h"
 #include "head/cli/model_command_args.h"
 #include "head/cli/runner_flags.h"
@@ -41,8 +43,7 @@ struct ServeArgs {
   int port = 8000;
   model::RunnerOptions runner = AutoBackend();
   SpecFlags spec;
-  int tp = 1;
-  std::string nodes;
+  ClusterFlags cluster;
   int max_tokens = 0;
   int prefill_chunk = 0;  // 0: the step budget
   std::string api_key;
@@ -72,6 +73,23 @@ scheduler::SamplingParams DefaultSampling(const model::Qwen35Config& config) {
   if (g.repetition_penalty) s.repetition_penalty = static_cast<float>(*g.repetition_penalty);
   if (g.presence_penalty) s.presence_penalty = static_cast<float>(*g.presence_penalty);
   return s;
+}
+
+// Waits for the nodes to sync (they may still be starting): OK, or a failure retrying cannot fix
+// (token, build, a shard the nodes cannot build). A signal meanwhile exits the process (ShutdownSignals:
+// nothing was accepted yet).
+absl::Status WaitForNodes(engine::cluster::ClusterRunner& cluster) {
+  const auto started = std::chrono::steady_clock::now();
+  auto last_log = started;
+  while (true) {
+    absl::Status st = cluster.WaitUntilServing(std::chrono::milliseconds(500));
+    if (st.ok() || !absl::IsDeadlineExceeded(st)) return st;
+    if (std::chrono::steady_clock::now() - last_log > std::chrono::seconds(10)) {
+      last_log = std::chrono::steady_clock::now();
+      spdlog::info("serve: still waiting for the nodes ({:.0f} s): {}",
+                   std::chrono::duration<double>(last_log - started).count(), cluster.status().detail);
+    }
+  }
 }
 
 // SIGTERM/SIGINT, taken by a thread of their own (blocked everywhere else). The first one during
@@ -138,8 +156,9 @@ uint64_t RaiseOpenFileLimit() {
 }
 
 int Serve(const ServeArgs& a) {
-  if (a.tp != 1 || !a.nodes.empty()) {
-    spdlog::error("serve: tensor parallelism (--tp/--nodes) is not wired into serve yet; use --tp 1");
+  absl::StatusOr<ResolvedCluster> cluster_flags = ResolveClusterFlags(a.cluster, a.runner.backend);
+  if (!cluster_flags.ok()) {
+    spdlog::error("serve: {}", std::string(cluster_flags.status().message()));
     return 2;
   }
   if (a.port < 0 || a.port > 65535 || a.runner.max_batch < 1 || a.runner.max_seq_len < 2 || a.max_tokens < 0 ||
@@ -184,6 +203,19 @@ int Serve(const ServeArgs& a) {
   ctx.max_stop_string_bytes = a.max_stop_string_bytes;
   ctx.parser_factory = http::MakeModelPieceParserFactory(*family);
   ctx.tool_call_markup = http::ToolCallMarkupFor(*family);
+  // With nodes, /health and the model's routes answer 503 until they are synced (and whenever the
+  // group is degraded); the runner appears once loaded.
+  std::atomic<engine::cluster::ClusterRunner*> cluster_runner{nullptr};
+  if (!cluster_flags->options.nodes.empty()) {
+    ctx.cluster = [&cluster_runner, world = static_cast<int32_t>(cluster_flags->options.nodes.size()) + 1] {
+      engine::cluster::ClusterRunner* c = cluster_runner.load();
+      if (c != nullptr) return c->status();
+      engine::cluster::ClusterStatus s;
+      s.detail = "loading the model";
+      s.world = world;
+      return s;
+    };
+  }
   http::ServingMetrics metrics(ctx.model_name);
   http::ApiServer api(ctx, &metrics, a.render_threads);
 
@@ -216,12 +248,21 @@ int Serve(const ServeArgs& a) {
   runner.max_step_tokens = std::max(runner.max_step_tokens, runner.max_batch);
   runner.cuda_graphs = !a.enforce_eager;
   ApplySpecToRunner(a.spec, &runner);
-  auto loaded = model::LoadModelRunner(a.dir, runner);
+  engine::cluster::ClusterRunner* cluster = nullptr;
+  auto loaded = engine::cluster::LoadRunner(a.dir, runner, cluster_flags->options, cluster_flags->collective, &cluster);
   if (!loaded.ok()) {
     spdlog::error("serve: loading {} (--backend {}): {}", a.dir, model::BackendName(runner.backend),
                   std::string(loaded.status().message()));
     server.Stop();
     return 1;
+  }
+  if (cluster != nullptr) {
+    cluster_runner.store(cluster);
+    if (absl::Status st = WaitForNodes(*cluster); !st.ok()) {
+      spdlog::error("serve: the nodes cannot join: {}", std::string(st.message()));
+      server.Stop();
+      return 1;
+    }
   }
   const model::Qwen35Config config = loaded->config;
   engine::EngineConfig ec;
@@ -291,8 +332,7 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--gpu-memory-utilization", a->runner.gpu_memory_utilization,
                   "cuda: fraction of the GPU's memory to use (default 0.9); the KV cache gets what weights, state "
                   "and activations leave, up to --max-batch sequences of --max-seq-len");
-  cmd->add_option("--tp", a->tp, "tensor-parallel ranks (only 1 so far)");
-  cmd->add_option("--nodes", a->nodes, "host:port,... of sparkserve-node daemons (not wired yet)");
+  AddClusterOptions(cmd, &a->cluster);
   cmd->add_option("--max-batch", a->runner.max_batch, "running sequences at most (default 8)");
   cmd->add_option("--max-seq-len", a->runner.max_seq_len, "prompt + output tokens per sequence (default 4096)");
   cmd->add_option("--max-tokens", a->max_tokens, "output cap when a request sets none (default 0: the context)");

@@ -139,14 +139,24 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<ResponseChannel> channel
     if (path == "/health") {
       bool ready = Ready();
       if (!is_get) throw RequestError(405, "use GET /health");
+      if (ctx_.cluster) {
+        const engine::cluster::ClusterStatus cluster = ctx_.cluster();
+        if (!cluster.serving) {
+          return Reply(req, channel,
+                       ErrorResponse(flavor, ApiError{503, fmt::format("the tensor-parallel group is not serving: {}",
+                                                                      cluster.detail),
+                                                      "", 5}));
+        }
+      }
       return Reply(req, channel, ready ? HttpResponse{200, "application/json", {}, "{}"}
                                        : ErrorResponse(flavor, ApiError{503, "the model is loading", "", 1}));
     }
     if (path == "/metrics") {
       if (!is_get) throw RequestError(405, "use GET /metrics");
       engine::EngineStats stats = Ready() && ctx_.engine ? ctx_.engine->Stats() : engine::EngineStats{};
-      return Reply(req, channel, HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", {},
-                                              metrics_->Render(stats)});
+      std::string page = metrics_->Render(stats);
+      if (ctx_.cluster) page += RenderClusterMetrics(ctx_.cluster(), ctx_.model_name);
+      return Reply(req, channel, HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", {}, std::move(page)});
     }
     if (!Authorized(req)) {
       throw RequestError(401, ctx_.api_key.empty() ? "unauthorized"
@@ -175,6 +185,13 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<ResponseChannel> channel
                                           route->post ? "POST" : "GET"));
     }
     if (route->needs_model && !ready) throw RequestError(ApiError{503, "the model is loading", "", 5});
+    if (route->needs_model && ctx_.cluster) {
+      const engine::cluster::ClusterStatus cluster = ctx_.cluster();
+      if (!cluster.serving) {
+        throw RequestError(ApiError{
+            503, fmt::format("the tensor-parallel group is not serving ({}); retry shortly", cluster.detail), "", 5});
+      }
+    }
     if (path == "/v1/models") return Reply(req, channel, Ok(ModelsList(ctx_)));
     if (path == "/version") return Reply(req, channel, Ok(Json{{"version", "sparkserve"}}));
     // The rest parse bodies, render templates and tokenize: a worker's job.

@@ -188,7 +188,7 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
       // drain timeout.
       return Fail("the server is shutting down and aborted this request", /*unavailable=*/true);
     }
-    if (s.result.finish == FinishReason::kError) return Fail(ev.error, /*unavailable=*/false);
+    if (s.result.finish == FinishReason::kError) return Fail(ev.error, ev.unavailable);
     if (setup_.stream && !client_gone_) formatter_->SampleFinished(ev.index, s.result);
     MaybeEndAfterStops(ev.index / n_);
     if (done_count_ == static_cast<int>(samples_.size())) Complete();
@@ -214,14 +214,15 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
     return u;
   }
 
-  // `unavailable`: the server cannot finish it now (shutting down): 503, retry later.
+  // `unavailable`: the server cannot run or finish it now (a lost tensor-parallel node, or shutting
+  // down): 503, retry later.
   void Fail(const std::string& message, bool unavailable) {
     done_ = true;
     for (size_t p = 0; p < ids_.size(); ++p) {
       if (!ended_early_[p]) ctx_.engine->Cancel(ids_[p]);
     }
     const int status = unavailable ? 503 : 500;
-    ApiError e{status, fmt::format("generation failed: {}", message), "", unavailable ? 1 : 0};
+    ApiError e{status, fmt::format("generation failed: {}", message), "", unavailable ? 5 : 0};
     if (metrics_) metrics_->CountHttpResponse(setup_.stream ? 200 : status);
     Log(setup_.stream ? 200 : status, "error", message);
     formatter_->Failed(e);

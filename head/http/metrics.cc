@@ -131,4 +131,25 @@ std::string ServingMetrics::Render(const engine::EngineStats& st) const {
   return out;
 }
 
+std::string RenderClusterMetrics(const engine::cluster::ClusterStatus& st, const std::string& model_name) {
+  const std::string labels = fmt::format("model_name=\"{}\"", EscapeLabelValue(model_name));
+  std::string out;
+  auto line = [&](const char* short_name, const char* type, const char* help, const char* suffix, double v) {
+    const std::string name = fmt::format("sparkserve:{}", short_name);
+    Head(out, name, type, help);
+    out += fmt::format("{}{}{{{}}} {}\n", name, suffix, labels, Num(v));
+  };
+  line("shard_bytes_sent", "counter", "Shard tensor bytes the head shipped to its nodes.", "_total",
+       static_cast<double>(st.shard_bytes_sent_total));
+  line("shard_bytes_reused", "counter", "Shard tensor bytes the nodes already held (their cache or loaded runner).",
+       "_total", static_cast<double>(st.shard_bytes_reused_total));
+  line("cluster_syncs", "counter", "Completed syncs of the nodes (start-up, then one per recovery).", "_total",
+       static_cast<double>(st.syncs_total));
+  line("cluster_serving", "gauge", "1 when every node is synced and the tensor-parallel group serves.", "",
+       st.serving ? 1.0 : 0.0);
+  line("tensor_parallel_ranks", "gauge", "Ranks of the tensor-parallel group (this head + its nodes).", "",
+       static_cast<double>(st.world));
+  return out;
+}
+
 }  // namespace sparkserve::head::http

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cluster/cluster_runner.h"
 #include "engine/engine_api.h"
 
 namespace sparkserve::head::http {
@@ -37,6 +38,10 @@ class ServingMetrics {
   std::map<int, uint64_t> http_responses_;
   std::function<int64_t()> in_flight_, connections_;
 };
+
+// The tensor-parallel cluster's lines: shard bytes sent to / reused by the nodes (counters), whether
+// the group serves and how many ranks it has (gauges), completed syncs.
+std::string RenderClusterMetrics(const engine::cluster::ClusterStatus& status, const std::string& model_name);
 
 // Escapes a Prometheus label value (backslash, double quote, newline).
 std::string EscapeLabelValue(const std::string& v);

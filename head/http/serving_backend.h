@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/cluster/cluster_runner.h"
 #include "engine/engine_api.h"
 #include "head/http/json_io.h"
 #include "scheduler/request.h"
@@ -121,6 +122,9 @@ struct ServingContext {
   std::string api_key;                      // empty: no auth
   std::atomic<bool>* ready = nullptr;       // /health is 503 until *ready (null: ready); `engine`
                                             // and `codec` are read only once it is true
+  // Tensor parallelism across machines (null: one machine): while the nodes are not all synced
+  // (start-up, or a node lost and re-syncing), /health is 503 and so are requests for the model.
+  std::function<engine::cluster::ClusterStatus()> cluster;
   // Structured outputs: grammars compiled against the model's vocabulary (null: not offered).
   std::shared_ptr<text::constraint::GrammarCompiler> grammars;
   std::string reasoning_end;                // the text closing a reasoning block ("</think>"); "": none

@@ -5,7 +5,9 @@ its tokenizer is a byte-level BPE trained here with the `tokenizers` library to 
 (so every id the model can emit decodes to text), and its chat template is the real Qwen3.5 one
 from ../shared/fixtures. The server runs on loopback on an ephemeral port, on the backend named by
 SPARKSERVE_E2E_BACKEND (default cpu; tests/gpu/run.sh sets cuda) with SPARKSERVE_E2E_KV_DTYPE (default bf16)
-and SPARKSERVE_E2E_STATE_DTYPE (the GDN state: default fp32).
+and SPARKSERVE_E2E_STATE_DTYPE (the GDN state: default fp32). With SPARKSERVE_E2E_NODES=N the shared
+server is tensor-parallel: it runs with N sparkserve-node daemons on loopback (TP = N + 1, a token), over
+SPARKSERVE_E2E_COLLECTIVE (default: the backend's; tests/gpu/run.sh sets gloo: two ranks on one GPU).
 """
 import json
 import os
@@ -32,6 +34,9 @@ KV_DTYPE = os.environ.get("SPARKSERVE_E2E_KV_DTYPE", "bf16")
 # The GDN state dtype: fp32, or bf16 (cuda only; tests/gpu/run.sh runs the bf16 KV suite with it too).
 STATE_DTYPE = os.environ.get("SPARKSERVE_E2E_STATE_DTYPE", "fp32")
 RUNNER_FLAGS = ["--backend", BACKEND, "--kv-dtype", KV_DTYPE, "--state-dtype", STATE_DTYPE]
+# sparkserve-node daemons behind the shared server (0: one machine).
+NODES = int(os.environ.get("SPARKSERVE_E2E_NODES", "0"))
+COLLECTIVE = os.environ.get("SPARKSERVE_E2E_COLLECTIVE", "")
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>"]
 NOT_SPECIAL = {"<think>", "</think>", "<tool_call>", "</tool_call>"}  # as in the Qwen tokenizers
 
@@ -131,12 +136,25 @@ class Server:
 
 
 @pytest.fixture(scope="session")
-def server(model_dir):
+def server(model_dir, tmp_path_factory):
     if not os.path.exists(SPARKSERVE):
         pytest.fail(f"{SPARKSERVE} not built (set SPARKSERVE_BUILD_DIR)")
-    s = Server(model_dir)
+    nodes, extra = [], []
+    if NODES > 0:
+        from cluster_util import Node, node_flags, write_token
+        work = tmp_path_factory.mktemp("nodes")
+        token = write_token(work / "token", "e2e-cluster-token")
+        nodes = [Node(work, f"node{i}", token_file=token) for i in range(NODES)]
+        extra = node_flags(nodes, token) + (["--collective", COLLECTIVE] if COLLECTIVE else [])
+    s = Server(model_dir, *extra)
+    if NODES > 0:  # the suite below really runs on NODES + 1 ranks
+        from cluster_util import metric
+        assert metric(s.url, "sparkserve:tensor_parallel_ranks") == NODES + 1
+        assert metric(s.url, "sparkserve:cluster_serving") == 1
     yield s
     assert s.stop() == 0, s.stderr
+    for n in nodes:
+        assert n.stop() == 0, n.text()
 
 
 @pytest.fixture()

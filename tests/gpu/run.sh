@@ -24,6 +24,14 @@
 #   4b      a random 4B nvfp4-mixed model: logits vs CPU, `bench engine`, `bench serve` at batch 1
 #           (BENCH_BATCH, BENCH_CONTEXT, BENCH_PROMPT=prompt lengths for prefill, BENCH_PROFILE=1: op times), many
 #           sequences at 1K context (BENCH_WIDE_BATCH), prefill TTFT (BENCH_PREFILL), fp8 KV at 8K
+#   tp      tensor parallelism across processes (issue 17) on the one GPU: this head and one
+#           sparkserve-node (ranks 0 and 1) share it over --collective gloo (device tensors staged
+#           through host memory; NCCL refuses two ranks on one GPU). Each tiny demo model: greedy
+#           `run` ids equal TP=1 and `score` logits within the GPU tolerance of TP=1; `bench engine`
+#           TP=2 against TP=1 (per-step overhead); `bench serve` through a TP=2 server; the HTTP e2e
+#           suite against a TP=2 server; with the 4b section's model, bench/tp_start.sh on the CPU
+#           backend (bytes shipped, time to healthy). Not in the default list until the CUDA
+#           runner takes world > 1.
 # Logs go to $OUT (or /tmp); a short table of results comes last. Exit 1 when any check fails.
 set -uo pipefail
 BIN="$(realpath "${1:-build/bin}")"
@@ -208,9 +216,70 @@ if want 4b; then
   echo "4b section: $(elapsed $t)"
 fi
 
+if want tp; then
+  t=$(date +%s)
+  TP_DIR="$LOG_DIR/tp"
+  mkdir -p "$TP_DIR"
+  printf 'gpu-suite-tp-token\n' >"$TP_DIR/token" && chmod 600 "$TP_DIR/token"
+  "$BIN/sparkserve-node" --host 127.0.0.1 --port 0 --device 0 --cache-dir "$TP_DIR/cache" \
+    --token-file "$TP_DIR/token" 2>"$TP_DIR/node.log" &
+  tp_node_pid=$!
+  tp_node=""
+  for _ in $(seq 1 100); do
+    tp_node=$(grep -o 'listening on 127\.0\.0\.1:[0-9]*' "$TP_DIR/node.log" | head -1 | sed 's/listening on //')
+    [ -n "$tp_node" ] && break
+    sleep 0.2
+  done
+  TP_FLAGS=(--nodes "$tp_node" --token-file "$TP_DIR/token" --collective gloo)
+  tp_ids=3,17,250,9,88,201,5,5,130,64,7,300
+  tp_rc=0; tp_detail=""
+  for recipe in nvfp4-mixed nvfp4 fp8 bf16; do
+    m="$TP_DIR/demo_$recipe"
+    [ -f "$m/config.json" ] || "$BIN/sparkserve" demo-model "$m" --shape tiny --recipe "$recipe" --seed 7 --quiet
+    for tp in 1 2; do
+      flags=(); [ $tp = 2 ] && flags=("${TP_FLAGS[@]}")
+      timeout 300 "$BIN/sparkserve" run "$m" --backend cuda --ids "$tp_ids" --max-new 32 --ignore-eos --json \
+        "${flags[@]}" >"$TP_DIR/run_${recipe}_tp$tp.json" 2>>"$TP_DIR/run.log" || tp_rc=1
+      timeout 300 "$BIN/sparkserve" score "$m" --backend cuda --ids "$tp_ids" --out "$TP_DIR/score_${recipe}_tp$tp.npy" \
+        "${flags[@]}" 2>>"$TP_DIR/run.log" || tp_rc=1
+    done
+    # Greedy ids equal; logits within the GPU tolerance (2e-2 of the largest |logit|, as gpu_model_test).
+    line=$(python3 tests/gpu/tp_compare.py "$TP_DIR/run_${recipe}_tp1.json" "$TP_DIR/run_${recipe}_tp2.json" \
+      "$TP_DIR/score_${recipe}_tp1.npy" "$TP_DIR/score_${recipe}_tp2.npy" 2e-2) || tp_rc=1
+    echo "tp $recipe: $line" | tee -a "$TP_DIR/compare.log"
+    tp_detail+="$recipe ${line%%;*}; "
+  done
+  record tp "$tp_rc" "$tp_detail($(elapsed $t))"
+  # Per-step cost of the second rank: `bench engine` TP=1 against TP=2 on the same model.
+  m="$TP_DIR/demo_nvfp4-mixed"
+  for tp in 1 2; do
+    flags=(); [ $tp = 2 ] && flags=("${TP_FLAGS[@]}")
+    timeout 300 "$BIN/sparkserve" bench engine "$m" --backend cuda --batch 1,8 --context 0 --steps 64 --repeats 3 \
+      "${flags[@]}" --json "$TP_DIR/bench_engine_tp$tp.json" 2>&1 | tee "$TP_DIR/bench_engine_tp$tp.log"
+    rc=${PIPESTATUS[0]}
+    record "tp-engine$tp" "$rc" "$(awk '$1=="1" && $2=="0" {print "batch 1: " $3 " tok/s"} $1=="8" && $2=="0" {print "batch 8: " $3 " tok/s"}' "$TP_DIR/bench_engine_tp$tp.log" | tr '\n' ' ')"
+  done
+  # `bench serve` through a TP=2 server, then the HTTP e2e suite against one.
+  serve_bench tp-serve "$m" 8 1024 128 64 32 8 "${TP_FLAGS[@]}"
+  SPARKSERVE_E2E_BACKEND=cuda SPARKSERVE_E2E_NODES=1 SPARKSERVE_E2E_COLLECTIVE=gloo SPARKSERVE_BUILD_DIR="$(dirname "$BIN")" \
+    SPARKSERVE_E2E_LOG_DIR="$LOG_DIR/e2e_servers_tp" timeout 900 python3 -m pytest -q -p no:cacheprovider \
+    tests/e2e/test_http_openai.py tests/e2e/test_http_anthropic.py 2>&1 | tee "$LOG_DIR/e2e_tp.log"
+  rc=${PIPESTATUS[0]}
+  record e2e-tp2 "$rc" "$(grep -E '[0-9]+ (passed|failed)' "$LOG_DIR/e2e_tp.log" | tail -1)"
+  kill -TERM "$tp_node_pid"; wait "$tp_node_pid"
+  # Start-up figures on this host's CPUs with the random 4B (when the 4b section made it): bytes
+  # shipped and time to healthy, first start (empty node cache) and second start.
+  if [ -f /tmp/sparkserve_4b_nvfp4/config.json ]; then
+    timeout 900 bench/tp_start.sh /tmp/sparkserve_4b_nvfp4 1 "$BIN" -- --backend cpu --max-batch 1 --max-seq-len 256 \
+      2>&1 | tee "$TP_DIR/start_4b_cpu.log"
+    record tp-start-4b "${PIPESTATUS[0]}" "$(grep '^start' "$TP_DIR/start_4b_cpu.log" | sed 's/ (TP.*//' | tr '\n' ';')"
+  fi
+  echo "tp section: $(elapsed $t)"
+fi
+
 echo
 echo "== failures =="
-for f in ops blackwell model e2e_bf16 e2e_fp8 e2e_bf16state e2e_spec model_4b; do
+for f in ops blackwell model e2e_bf16 e2e_fp8 e2e_bf16state e2e_spec model_4b e2e_tp; do
   [ -f "$LOG_DIR/$f.log" ] && grep -E -A12 "Failure$|^FAILED|Error:" "$LOG_DIR/$f.log" | head -60
 done
 for kv in bf16 fp8 bf16state; do
@@ -226,6 +295,7 @@ done
 [ -f "$LOG_DIR/bench_engine_fp8.log" ] && grep -v '\[info\]' "$LOG_DIR/bench_engine_fp8.log"
 [ -f "$LOG_DIR/bench_engine_wide.log" ] && grep -v '\[info\]' "$LOG_DIR/bench_engine_wide.log"
 for f in "$LOG_DIR"/bench_engine_wide_*.log; do [ -f "$f" ] && { echo "-- $(basename "$f")"; grep -v '\[info\]' "$f" | tail -2; }; done
+[ -f "$LOG_DIR/tp/compare.log" ] && { echo "-- tp"; cat "$LOG_DIR/tp/compare.log"; grep -i -E "\[error\]" "$LOG_DIR/tp/node.log" "$LOG_DIR/tp/run.log" | tail -n 8; }
 [ -f "$LOG_DIR/bench_engine_prefill.log" ] && grep -v '\[info\]' "$LOG_DIR/bench_engine_prefill.log"
 # The summary last: a caller that keeps only the tail of the output keeps it.
 echo "== gpu suite summary =="

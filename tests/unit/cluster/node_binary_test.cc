@@ -108,7 +108,7 @@ TEST(NodeBinaryTest, ServesHelloWithTokenAndStopsOnSigterm) {
 
   absl::StatusOr<std::unique_ptr<NodeClient>> ok = NodeClient::Connect(target, "binary-test-token", milliseconds(5000));
   ASSERT_TRUE(ok.ok()) << ok.status();
-  EXPECT_EQ((*ok)->hello().build_id(), kBuildId);
+  EXPECT_EQ((*ok)->node().build_id(), kBuildId);
   absl::StatusOr<proto::HealthResponse> health = (*ok)->Health();
   ASSERT_TRUE(health.ok()) << health.status();
   EXPECT_EQ(health->state(), proto::NODE_STATE_CONNECTED);
@@ -120,7 +120,7 @@ TEST(NodeBinaryTest, ServesHelloWithTokenAndStopsOnSigterm) {
 
   EXPECT_EQ(node.SignalAndWait(SIGTERM, milliseconds(5000)), 0) << node.stderr_text();
   EXPECT_THAT(node.stderr_text(), HasSubstr("received SIGTERM, shutting down"));
-  EXPECT_THAT(node.stderr_text(), HasSubstr("refused Hello"));
+  EXPECT_THAT(node.stderr_text(), HasSubstr("auth token mismatch"));
   std::filesystem::remove(token_file);
 }
 

@@ -9,6 +9,7 @@
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "node/node_server.h"
+#include "proto/session_auth.h"
 #include "tests/unit/cluster/loopback.h"
 
 namespace sparkserve::engine {
@@ -48,7 +49,7 @@ TEST(NodeClientTest, AcceptsAndReportsTheNode) {
   o.tp_world_size = 2;
   absl::StatusOr<std::unique_ptr<NodeClient>> c = NodeClient::Connect(node->address(), o);
   ASSERT_TRUE(c.ok()) << c.status();
-  const proto::HelloResponse& h = (*c)->hello();
+  const proto::AuthenticateResponse& h = (*c)->node();
   EXPECT_EQ(h.protocol_version(), proto::kNodeProtocolVersion);
   EXPECT_EQ(h.build_id(), kBuildId);
   EXPECT_EQ(h.session_id().size(), 32u);
@@ -62,10 +63,9 @@ TEST(NodeClientTest, AcceptsAndReportsTheNode) {
   EXPECT_THAT(h.capabilities().collectives(), ::testing::Contains("gloo"));
   EXPECT_EQ(node->service().state(), proto::NODE_STATE_CONNECTED);
 
-  absl::StatusOr<proto::HealthResponse> health = (*c)->Health();
+  absl::StatusOr<proto::HealthResponse> health = (*c)->Health();  // with the session: the details
   ASSERT_TRUE(health.ok()) << health.status();
   EXPECT_EQ(health->state(), proto::NODE_STATE_CONNECTED);
-  EXPECT_TRUE(health->has_session());
   EXPECT_FALSE(health->head_name().empty());
   EXPECT_GE(health->uptime_seconds(), 0.0);
   EXPECT_EQ(health->build_id(), kBuildId);
@@ -86,7 +86,7 @@ TEST(NodeClientTest, HealthBeforeHelloSaysWaitingAndUptimeGrows) {
   };
   proto::HealthResponse a = health();
   EXPECT_EQ(a.state(), proto::NODE_STATE_WAITING_FOR_HEAD);
-  EXPECT_FALSE(a.has_session());
+  EXPECT_TRUE(a.build_id().empty());
   std::this_thread::sleep_for(milliseconds(50));
   proto::HealthResponse b = health();
   EXPECT_GE(b.uptime_seconds() - a.uptime_seconds(), 0.04);
@@ -128,13 +128,42 @@ TEST(NodeClientTest, MissingTokenIsUnauthenticated) {
   EXPECT_THAT(Message(c.status()), HasSubstr("requires an auth token"));
 }
 
-TEST(NodeClientTest, NodeWithoutTokenAcceptsAnyHead) {
+TEST(NodeClientTest, HeadWithATokenRefusesANodeWithout) {
   auto node = StartNode();
   ASSERT_NE(node, nullptr);
-  for (const char* token : {"", "anything", "x"}) {
-    absl::StatusOr<std::unique_ptr<NodeClient>> c = NodeClient::Connect(node->address(), WithToken(token));
-    EXPECT_TRUE(c.ok()) << token << ": " << c.status();
+  absl::StatusOr<std::unique_ptr<NodeClient>> c = NodeClient::Connect(node->address(), WithToken("head-secret"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(Message(c.status()), AllOf(HasSubstr(node->address()), HasSubstr("has no auth token")));
+}
+
+TEST(NodeClientTest, NodeWithoutTokenAcceptsAHeadWithout) {
+  auto node = StartNode();
+  ASSERT_NE(node, nullptr);
+  absl::StatusOr<std::unique_ptr<NodeClient>> c = NodeClient::Connect(node->address(), WithToken(""));
+  EXPECT_TRUE(c.ok()) << c.status();
+}
+
+TEST(NodeClientTest, HealthShowsDetailsOnlyToTheSessionsHead) {
+  auto node = StartNode(std::string("tok"));
+  ASSERT_NE(node, nullptr);
+  auto c = NodeClient::Connect(node->address(), WithToken("tok"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto stranger = proto::NodeService::NewStub(grpc::CreateChannel(node->address(), grpc::InsecureChannelCredentials()));
+  for (const std::string& id : {std::string(), std::string("0123456789abcdef0123456789abcdef")}) {
+    grpc::ClientContext ctx;
+    proto::HealthRequest req;
+    req.set_session_id(id);
+    proto::HealthResponse r;
+    ASSERT_TRUE(stranger->Health(&ctx, req, &r).ok());
+    EXPECT_EQ(r.state(), proto::NODE_STATE_CONNECTED);  // the state, and nothing about build or head
+    EXPECT_TRUE(r.build_id().empty());
+    EXPECT_TRUE(r.head_name().empty());
+    EXPECT_EQ(r.protocol_version(), 0u);
   }
+  absl::StatusOr<proto::HealthResponse> mine = (*c)->Health();
+  ASSERT_TRUE(mine.ok());
+  EXPECT_EQ(mine->build_id(), kBuildId);
 }
 
 TEST(NodeClientTest, ProtocolVersionMismatchNamesBothVersions) {
@@ -147,7 +176,8 @@ TEST(NodeClientTest, ProtocolVersionMismatchNamesBothVersions) {
   EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(Message(c.status()),
               AllOf(HasSubstr("protocol version mismatch"), HasSubstr("head speaks 999"),
-                    HasSubstr(fmt::format("node speaks {}", proto::kNodeProtocolVersion)), HasSubstr(node->address())));
+                    HasSubstr(fmt::format("node speaks {}", proto::kNodeProtocolVersion)), HasSubstr(node->address()),
+                    Not(HasSubstr(kBuildId))));
 }
 
 TEST(NodeClientTest, OlderNodeProtocolIsRefused) {
@@ -185,44 +215,107 @@ TEST(NodeClientTest, TokenIsCheckedBeforeVersions) {
   EXPECT_THAT(Message(c.status()), Not(HasSubstr(kBuildId)));
 }
 
-TEST(NodeClientTest, NewHelloReplacesTheSession) {
-  auto node = StartNode();
+TEST(NodeClientTest, ASecondHeadWaitsUntilTheFirstSessionEnds) {
+  node::NodeOptions opts;
+  opts.unattached_session_timeout = milliseconds(400);
+  auto node = StartNode(std::nullopt, opts);
   ASSERT_NE(node, nullptr);
   auto a = NodeClient::Connect(node->address(), WithToken(""));
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE((*a)->Attach([](const std::string&) {}).ok());
   auto b = NodeClient::Connect(node->address(), WithToken(""));
-  ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_NE((*a)->session_id(), (*b)->session_id());
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(Message(b.status()), HasSubstr("busy"));
+  // The first head goes away: the node is free at once.
+  (*a)->Close();
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<std::unique_ptr<NodeClient>> c;
+  do {
+    c = NodeClient::Connect(node->address(), WithToken(""));
+  } while (!c.ok() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  ASSERT_TRUE(c.ok()) << c.status();
+  // A head that authenticates and never attaches holds the node only briefly.
+  std::this_thread::sleep_for(milliseconds(900));
+  EXPECT_EQ(node->service().state(), proto::NODE_STATE_WAITING_FOR_HEAD);
+  auto d = NodeClient::Connect(node->address(), WithToken(""));
+  EXPECT_TRUE(d.ok()) << d.status();
 }
 
-TEST(NodeClientTest, UnimplementedRpcsSaySo) {
+TEST(NodeClientTest, CallsOutsideTheSessionAreRefused) {
   auto node = StartNode();
   ASSERT_NE(node, nullptr);
   auto c = NodeClient::Connect(node->address(), WithToken(""));
   ASSERT_TRUE(c.ok()) << c.status();
-  {
+  auto stub = proto::NodeService::NewStub(grpc::CreateChannel(node->address(), grpc::InsecureChannelCredentials()));
+  {  // a made-up session
     grpc::ClientContext ctx;
-    proto::InitCollectiveResponse r;
-    grpc::Status st = (*c)->stub().InitCollective(&ctx, proto::InitCollectiveRequest(), &r);
-    EXPECT_EQ(st.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-    EXPECT_THAT(st.error_message(), HasSubstr("InitCollective is not implemented"));
-  }
-  {
-    grpc::ClientContext ctx;
+    proto::ShutdownRequest req;
+    req.set_session_id("00000000000000000000000000000000");
     proto::ShutdownResponse r;
-    grpc::Status st = (*c)->stub().Shutdown(&ctx, proto::ShutdownRequest(), &r);
-    EXPECT_EQ(st.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+    EXPECT_EQ(stub->Shutdown(&ctx, req, &r).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   }
+  {  // the right session, not attached yet
+    grpc::ClientContext ctx;
+    auto stream = stub->LoadShard(&ctx);
+    proto::LoadShardRequest req;
+    req.mutable_offer()->set_session_id((*c)->session_id());
+    stream->Write(req);
+    stream->WritesDone();
+    grpc::Status st = stream->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_THAT(st.error_message(), HasSubstr("attach"));
+  }
+  {  // a made-up session on the collective
+    grpc::ClientContext ctx;
+    auto stream = stub->InitCollective(&ctx);
+    proto::RendezvousMessage m;
+    m.mutable_setup()->set_session_id("x");
+    stream->Write(m);
+    stream->WritesDone();
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  {  // Attach to someone else's session
+    grpc::ClientContext ctx;
+    auto stream = stub->Attach(&ctx);
+    proto::HeadMessage m;
+    m.mutable_attach()->set_session_id("nope");
+    stream->Write(m);
+    stream->WritesDone();
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  }
+}
+
+TEST(NodeClientTest, AChallengeAnswersOnce) {
+  auto node = StartNode(std::string("tok"));
+  ASSERT_NE(node, nullptr);
+  auto stub = proto::NodeService::NewStub(grpc::CreateChannel(node->address(), grpc::InsecureChannelCredentials()));
+  proto::HelloRequest hello;
+  hello.set_protocol_version(proto::kNodeProtocolVersion);
+  hello.set_head_nonce(std::string(32, 'h'));
+  proto::HelloResponse ch;
   {
     grpc::ClientContext ctx;
-    proto::LoadShardResponse r;
-    auto writer = (*c)->stub().LoadShard(&ctx, &r);
-    proto::LoadShardRequest header;
-    header.mutable_header()->set_session_id((*c)->session_id());
-    writer->Write(header);
-    writer->WritesDone();
-    grpc::Status st = writer->Finish();
-    EXPECT_EQ(st.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-    EXPECT_THAT(st.error_message(), HasSubstr("LoadShard is not implemented"));
+    ASSERT_TRUE(stub->Hello(&ctx, hello, &ch).ok());
+  }
+  EXPECT_TRUE(ch.token_required());
+  EXPECT_EQ(ch.node_nonce().size(), 32u);
+  proto::AuthenticateRequest auth;
+  auth.set_challenge_id(ch.challenge_id());
+  auth.set_head_proof(proto::HeadProof("tok", hello.head_nonce(), ch.node_nonce()));
+  auth.set_build_id(kBuildId);
+  auth.set_tp_rank(1);
+  auth.set_tp_world_size(2);
+  proto::AuthenticateResponse r;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->Authenticate(&ctx, auth, &r).ok());
+  }
+  EXPECT_EQ(r.node_proof(), proto::NodeProof("tok", ch.node_nonce(), hello.head_nonce()));
+  {  // replayed
+    grpc::ClientContext ctx;
+    proto::AuthenticateResponse again;
+    EXPECT_EQ(stub->Authenticate(&ctx, auth, &again).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   }
 }
 
