@@ -200,6 +200,31 @@ void WriteJson(const BenchEngineArgs& a, const std::string& backend, double copy
   }
 }
 
+// The step cost curve: one sequence of n tokens a step, n = 1..256, and one MTP draft step.
+int PrintStepCostCurve(model::ModelRunner& runner, bool mtp, FILE* f) {
+  auto points = engine::MeasureStepCosts(runner, engine::StepCostCounts(256), 3);
+  if (!points.ok()) {
+    spdlog::error("bench engine: step cost curve: {}", std::string(points.status().message()));
+    return 1;
+  }
+  const double one = points->front().seconds;
+  std::fprintf(f, "step cost curve (one sequence, fastest of 3):\n%8s %10s %12s %10s\n", "tokens", "ms/step",
+               "us/token", "x 1 token");
+  for (const engine::StepCostPoint& p : *points) {
+    std::fprintf(f, "%8d %10.3f %12.1f %10.2f\n", p.tokens, 1e3 * p.seconds, 1e6 * p.seconds / p.tokens,
+                 p.seconds / one);
+  }
+  if (mtp) {
+    auto draft = engine::MeasureMtpDraftStep(runner, 3);
+    if (!draft.ok()) {
+      spdlog::error("bench engine: MTP draft step: {}", std::string(draft.status().message()));
+      return 1;
+    }
+    std::fprintf(f, "one MTP draft step: %.3f ms (%.1f%% of a 1-token step)\n", 1e3 * *draft, 100.0 * *draft / one);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int RunBenchEngine(const BenchEngineArgs& a) {
@@ -221,6 +246,12 @@ int RunBenchEngine(const BenchEngineArgs& a) {
   const int slack =
       (max_batch * std::max(max_context, 1) + options.max_step_tokens - 1) / options.max_step_tokens + 1;
   options.max_seq_len = std::max(max_context, 1) + decode_steps + slack + 2;
+  const bool spec = a.spec.mode != engine::SpecMode::kOff;
+  if (spec) {  // the cost curve runs up to 256 tokens in one sequence; every window may add K
+    options.max_verify_tokens = a.spec.max_drafts + 1;
+    options.max_seq_len = std::max(options.max_seq_len + (decode_steps + slack) * a.spec.max_drafts, 257);
+    options.max_step_tokens = std::max(options.max_step_tokens, 256);
+  }
   engine::cluster::ClusterRunner* cluster = nullptr;
   auto loaded = engine::cluster::LoadRunner(a.model_dir, options, a.cluster, a.collective, &cluster);
   if (!loaded.ok()) {
@@ -232,6 +263,10 @@ int RunBenchEngine(const BenchEngineArgs& a) {
       spdlog::error("bench engine: {}", std::string(st.message()));
       return 1;
     }
+  }
+  if (spec && PrintStepCostCurve(*loaded->runner, a.spec.mode == engine::SpecMode::kMtp,
+                                 a.json_path == "-" ? stderr : stdout) != 0) {
+    return 1;
   }
   const int vocab = static_cast<int>(loaded->config.vocab_size);
   const std::string backend = loaded->backend_description;
@@ -262,6 +297,7 @@ int RunBenchEngine(const BenchEngineArgs& a) {
   ec.scheduler.prefill_chunk = 0;
   ec.max_waiting_requests = std::max(256, max_batch);
   ec.step_observer = &log;
+  ec.spec = a.spec;
   auto created = engine::Engine::Create(std::move(loaded->runner), ec);
   if (!created.ok()) {
     spdlog::error("bench engine: {}", std::string(created.status().message()));
@@ -276,7 +312,7 @@ int RunBenchEngine(const BenchEngineArgs& a) {
     for (const int batch : a.batches) {
       // Full-batch decode steps: every sequence feeds one token.
       const auto full_decode = [batch](const engine::StepRecord& r) {
-        return r.num_seqs == batch && r.num_decode_tokens == batch && r.num_prefill_tokens == 0;
+        return r.num_seqs == batch && r.num_decode_tokens == batch + r.num_draft_tokens && r.num_prefill_tokens == 0;
       };
       const int timed = a.steps * a.repeats;
       if (a.profile) {

@@ -4,11 +4,13 @@
 // each are timed end to end. On CUDA each
 // figure comes with its floor: the bytes a step must read (weights once, each sequence's KV at
 // its context, GDN state read and written) over the copy bandwidth measured in the same run.
-// With --prompt-len, also the prefill rate and time to first token of fresh prompts.
+// With --prompt-len, also the prefill rate and time to first token of fresh prompts. With --spec,
+// the step cost curve the speculation policy weighs drafts against.
 #pragma once
 #include <string>
 #include <vector>
 
+#include "engine/spec_decode.h"
 #include "engine/cluster/cluster_setup.h"
 #include "model/runner_factory.h"
 
@@ -32,6 +34,9 @@ struct BenchEngineArgs {
   bool enforce_eager = false;
   bool profile = false;    // cuda: per-op GPU time of one more decode step per point
   std::string json_path;   // write results to this file ("-": stdout, and the table to stderr)
+  // Speculation in the engine; when on, the step cost curve (1..256 tokens) and, for MTP, one
+  // draft step are measured and printed first.
+  engine::SpecConfig spec;
   // Tensor parallelism across machines (no nodes: one machine).
   engine::cluster::ClusterOptions cluster;
   engine::cluster::CollectiveKind collective = engine::cluster::CollectiveKind::kGloo;

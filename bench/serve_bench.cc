@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 
 #include "bench/bench_datasets.h"
 #include "bench/http_stream_client.h"
@@ -50,6 +51,71 @@ Json MetricsSnapshot(const HttpTarget& t, const std::string& key) {
   auto r = FetchHttp(t, std::move(spec));
   if (r.ok() && r->http_status == 200) return r->body;
   return nullptr;
+}
+
+// Speculative decoding counters of the server's /metrics (vLLM's names under any prefix).
+struct SpecCounts {
+  bool present = false;
+  double drafts = 0, draft_tokens = 0, accepted = 0;
+  std::vector<double> per_pos;
+};
+
+SpecCounts ScrapeSpecCounts(const HttpTarget& t, const std::string& key) {
+  SpecCounts c;
+  const Json body = MetricsSnapshot(t, key);
+  if (!body.is_string()) return c;
+  std::istringstream in(body.get<std::string>());
+  std::string line;
+  const auto value = [](const std::string& l) { return std::strtod(l.c_str() + l.rfind(' ') + 1, nullptr); };
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line.find("spec_decode_num_drafts_total{") != std::string::npos) {
+      c.present = true;
+      c.drafts = value(line);
+    } else if (line.find("spec_decode_num_draft_tokens_total{") != std::string::npos) {
+      c.draft_tokens = value(line);
+    } else if (line.find("spec_decode_num_accepted_tokens_total{") != std::string::npos) {
+      c.accepted = value(line);
+    } else if (line.find("spec_decode_num_accepted_tokens_per_pos_total{") != std::string::npos) {
+      const size_t at = line.find("position=\"");
+      if (at == std::string::npos) continue;
+      const auto pos = static_cast<size_t>(std::strtol(line.c_str() + at + 10, nullptr, 10));
+      if (c.per_pos.size() <= pos) c.per_pos.resize(pos + 1, 0.0);
+      c.per_pos[pos] = value(line);
+    }
+  }
+  return c;
+}
+
+// What changed between two scrapes, as `vllm bench serve` prints it; empty when the server has no
+// speculation counters or drafted nothing.
+std::string FormatSpec(const SpecCounts& before, const SpecCounts& after, Json* out) {
+  if (!before.present || !after.present) return "";
+  const double drafts = after.drafts - before.drafts, tokens = after.draft_tokens - before.draft_tokens;
+  const double accepted = after.accepted - before.accepted;
+  std::vector<double> per_pos;
+  for (size_t i = 0; i < after.per_pos.size(); ++i) {
+    const double b = i < before.per_pos.size() ? before.per_pos[i] : 0.0;
+    per_pos.push_back(drafts > 0 ? (after.per_pos[i] - b) / drafts : 0.0);
+  }
+  const double rate = tokens > 0 ? 100.0 * accepted / tokens : 0.0;
+  const double length = drafts > 0 ? 1.0 + accepted / drafts : 1.0;
+  (*out)["spec_decode_acceptance_rate"] = rate;
+  (*out)["spec_decode_acceptance_length"] = length;
+  (*out)["spec_decode_num_drafts"] = drafts;
+  (*out)["spec_decode_draft_tokens"] = tokens;
+  (*out)["spec_decode_accepted_tokens"] = accepted;
+  (*out)["spec_decode_per_position_acceptance_rates"] = per_pos;
+  std::string s = fmt::format("{:-^50}\n", "Speculative Decoding");
+  s += fmt::format("{:<40}{:<10.2f}\n", "Acceptance rate (%):", rate);
+  s += fmt::format("{:<40}{:<10.2f}\n", "Acceptance length:", length);
+  s += fmt::format("{:<40}{:<10.0f}\n", "Drafts:", drafts);
+  s += fmt::format("{:<40}{:<10.0f}\n", "Draft tokens:", tokens);
+  s += fmt::format("{:<40}{:<10.0f}\n", "Accepted tokens:", accepted);
+  s += "Per-position acceptance (%):\n";
+  for (size_t i = 0; i < per_pos.size(); ++i) s += fmt::format("  Position {}: {:.2f}\n", i, 100.0 * per_pos[i]);
+  s += std::string(50, '=') + "\n";
+  return s;
 }
 
 std::string NowIso() {
@@ -187,7 +253,9 @@ int RunBenchServe(const BenchServeArgs& a) {
       }
     }
     ropts.progress_label = sweep ? fmt::format("concurrency {} ", c) : "";
+    const SpecCounts spec_before = ScrapeSpecCounts(*target, a.api_key);
     const ServeRunResult r = RunServeBenchmark(*prompts, ropts, count_output);
+    const SpecCounts spec_after = ScrapeSpecCounts(*target, a.api_key);
     const ServeMetrics m = ComputeMetrics(r.outcomes, r.duration_s, *slo);
     RunDescription d;
     d.request_rate = a.request_rate;
@@ -197,6 +265,8 @@ int RunBenchServe(const BenchServeArgs& a) {
     d.interrupted = r.interrupted;
     d.output_token_source = DescribeTokenSources(r);
     std::fputs(FormatSummary(m, d).c_str(), stdout);
+    Json spec_json = Json::object();
+    std::fputs(FormatSpec(spec_before, spec_after, &spec_json).c_str(), stdout);
     std::fflush(stdout);
     for (const auto& o : r.outcomes) {
       if (!o.success) {
@@ -204,7 +274,9 @@ int RunBenchServe(const BenchServeArgs& a) {
         break;
       }
     }
-    runs.push_back(RunResultJson(m, d, r));
+    Json run = RunResultJson(m, d, r);
+    run.update(spec_json);
+    runs.push_back(std::move(run));
     if (r.interrupted) {
       interrupted = true;
       break;

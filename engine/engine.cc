@@ -73,7 +73,50 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Mo
           fmt::format("eos token id {} is outside the vocabulary of {}", id, capacity.vocab_size));
     }
   }
-  return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(config), std::move(sched)));
+  const SpecConfig& spec = config.spec;
+  if (spec.mode != SpecMode::kOff) {
+    if (spec.max_drafts < 1 || spec.max_drafts > kMaxSpecTokens) {
+      return absl::InvalidArgumentError(
+          fmt::format("--spec-tokens must be between 1 and {}, got {}", kMaxSpecTokens, spec.max_drafts));
+    }
+    if (spec.mode == SpecMode::kMtp && !spec.drafter && !model->has_mtp()) {
+      return absl::InvalidArgumentError(
+          "--spec mtp needs the checkpoint's MTP block (mtp.* weights) on a backend that runs it (the CPU one; the "
+          "CUDA backend verifies --spec ngram drafts only so far)");
+    }
+    if (capacity.max_verify_tokens < spec.max_drafts + 1) {
+      return absl::InvalidArgumentError(fmt::format(
+          "speculative decoding with {} drafts needs verify windows of {} tokens; this runner verifies {} (the CUDA "
+          "runner needs the fp32 GDN state for them)",
+          spec.max_drafts, spec.max_drafts + 1, capacity.max_verify_tokens));
+    }
+  }
+  auto engine = std::unique_ptr<Engine>(new Engine(std::move(model), std::move(config), std::move(sched)));
+  if (engine->spec_ && engine->config_.spec.policy == SpecPolicy::kAuto && engine->config_.spec.measure_at_start) {
+    RETURN_IF_ERROR(engine->MeasureSpecCosts());
+  }
+  return engine;
+}
+
+absl::Status Engine::MeasureSpecCosts() {
+  const int32_t K = config_.spec.max_drafts;
+  const int64_t most = std::min<int64_t>({int64_t{scheduler_->config().max_step_tokens},
+                                          int64_t{scheduler_->config().max_batch} * (K + 1), 256,
+                                          int64_t{capacity_.max_seq_len} - 1,
+                                          int64_t{capacity_.num_kv_pages} * capacity_.kv_page_size});
+  ASSIGN_OR_RETURN(std::vector<StepCostPoint> points,
+                   MeasureStepCosts(*model_, StepCostCounts(static_cast<int32_t>(std::max<int64_t>(most, 1))), 2));
+  for (const StepCostPoint& p : points) spec_->cost_curve().Observe(p.tokens, p.seconds);
+  double draft = 0.0;
+  if (spec_->mtp()) {
+    ASSIGN_OR_RETURN(draft, MeasureMtpDraftStep(*model_, 2));
+    spec_->set_draft_step_seconds(draft);
+  }
+  spdlog::info("engine: speculation {} (k <= {}, policy {}): step cost {:.2f} ms at 1 token, {:.2f} ms at {}{}",
+               SpecModeName(config_.spec.mode), K, SpecPolicyName(config_.spec.policy), points.front().seconds * 1e3,
+               points.back().seconds * 1e3, points.back().tokens,
+               spec_->mtp() ? fmt::format(", MTP draft step {:.2f} ms", draft * 1e3) : std::string());
+  return absl::OkStatus();
 }
 
 Engine::Engine(std::unique_ptr<model::ModelRunner> model, EngineConfig config,
@@ -83,6 +126,28 @@ Engine::Engine(std::unique_ptr<model::ModelRunner> model, EngineConfig config,
       capacity_(model_->capacity()),
       scheduler_(std::move(sched)),
       unseeded_rng_(std::random_device{}()) {
+  if (config_.spec.mode != SpecMode::kOff) {
+    std::unique_ptr<Drafter> drafter;
+    if (config_.spec.drafter) {  // a host drafter given by the caller (tests)
+      struct Shared : Drafter {
+        std::shared_ptr<Drafter> d;
+        std::string_view name() const override { return d->name(); }
+        std::vector<int32_t> Propose(std::span<const int32_t> t, int32_t k) override { return d->Propose(t, k); }
+      };
+      auto shared = std::make_unique<Shared>();
+      shared->d = config_.spec.drafter;
+      drafter = std::move(shared);
+    } else if (config_.spec.mode == SpecMode::kMtp) {
+      drafter = std::make_unique<MtpDrafter>();
+    } else {
+      drafter = std::make_unique<NgramDrafter>();
+    }
+    spec_ = std::make_unique<SpecDecoder>(config_.spec, std::move(drafter), [this](const Sequence& seq) {
+      auto it = seq_states_.find(seq.id);
+      return it != seq_states_.end() && !it->second.matcher;  // constrained outputs never draft
+    });
+    scheduler_->EnableSpeculation(config_.spec.max_drafts, spec_->mtp(), spec_.get());
+  }
   local_.time_to_first_token_s = Histogram::WithBounds(TtftBounds());
   local_.time_per_output_token_s = Histogram::WithBounds(TpotBounds());
   local_.e2e_request_latency_s = Histogram::WithBounds(E2eBounds());
@@ -324,10 +389,14 @@ void Engine::Step() {
   record.num_tokens = static_cast<int32_t>(batch.plan.num_tokens());
   record.num_prefill_tokens = batch.num_prefill_tokens;
   record.num_decode_tokens = batch.num_decode_tokens;
+  record.num_draft_tokens = batch.num_draft_tokens;
   if (config_.step_observer != nullptr) config_.step_observer->BeforeStep(record);
-  if (model_->samples_on_device()) batch.plan.sampling = RowSamplings(batch);
+  // Verify windows are sampled on the host, column after column (their drafts decide the context).
+  if (model_->samples_on_device() && batch.num_draft_tokens == 0) batch.plan.sampling = RowSamplings(batch);
   StartMasks(batch);
+  const Clock::time_point run_start = Clock::now();
   absl::StatusOr<model::StepOutput> output = model_->Run(batch.plan);
+  if (spec_ && output.ok()) spec_->ObserveStep(batch.plan.num_tokens(), batch.max_drafts, Seconds(Clock::now() - run_start));
   WaitMasks();  // a runner sampling on its device waited already (plan.masks.ready)
   if (output.ok()) {
     Postprocess(batch, *output);
@@ -358,7 +427,8 @@ absl::Status CheckStepOutput(const scheduler::ScheduledBatch& batch, const model
   bool any_rows = false;
   for (size_t i = 0; i < n; ++i) {
     const int32_t rows = out.logit_row_begin[i + 1] - out.logit_row_begin[i];
-    if (rows < 0 || (batch.seqs[i].samples && rows < 1)) {
+    if (rows < 0 || (batch.seqs[i].samples && rows < 1) ||
+        (batch.seqs[i].num_drafts > 0 && rows != batch.seqs[i].num_tokens)) {
       return absl::InternalError(fmt::format("step output has {} logit rows for sequence {} of the plan", rows, i));
     }
     any_rows = any_rows || rows > 0;
@@ -378,28 +448,33 @@ absl::Status CheckStepOutput(const scheduler::ScheduledBatch& batch, const model
     return absl::InternalError(fmt::format("step output logits are {} (want f32 [{}, {}] on the cpu)",
                                            l.defined() ? l.ToString() : "undefined", out.logit_row_begin[n], vocab));
   }
+  if (out.drafts.size() != batch.plan.drafts.size()) {
+    return absl::InternalError(fmt::format("step output has drafts of {} draft works, the plan {}", out.drafts.size(),
+                                           batch.plan.drafts.size()));
+  }
+  for (size_t i = 0; i < out.drafts.size(); ++i) {
+    if (static_cast<int32_t>(out.drafts[i].size()) != batch.plan.drafts[i].num_drafts) {
+      return absl::InternalError(fmt::format("draft work {} made {} drafts of {}", i, out.drafts[i].size(),
+                                             batch.plan.drafts[i].num_drafts));
+    }
+  }
   return absl::OkStatus();
 }
 
 }  // namespace
 
 void Engine::Postprocess(const scheduler::ScheduledBatch& batch, const model::StepOutput& output) {
-  if (absl::Status s = CheckStepOutput(batch, output, capacity_.vocab_size); !s.ok()) {
-    FailBatch(batch, std::string(s.message()));
+  if (absl::Status st = CheckStepOutput(batch, output, capacity_.vocab_size); !st.ok()) {
+    FailBatch(batch, std::string(st.message()));
     return;
   }
   scheduler_->CommitStep(batch);
   const int32_t vocab = capacity_.vocab_size;
   const Clock::time_point now = Clock::now();
-  struct Ended {
-    RequestId request;
-    int32_t index;
-    FinishReason reason;
-  };
   std::vector<Ended> finished;
   std::vector<RequestId> failed;
 
-  // Sample every sequence whose step reached its last token.
+  // Sample every sequence whose step reached its last token (a verify window: its column 0 here).
   std::vector<Draw> draws;
   size_t sampled_row = 0;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
@@ -410,7 +485,17 @@ void Engine::Postprocess(const scheduler::ScheduledBatch& batch, const model::St
     Draw d;
     d.seq = s.seq;
     d.state = &seq_states_.at(s.seq->id);
-    const int64_t row = output.logit_row_begin[i + 1] - 1;
+    const int64_t row = s.num_drafts > 0 ? output.logit_row_begin[i] : output.logit_row_begin[i + 1] - 1;
+    if (s.num_drafts > 0) {
+      d.verify = &s;
+      d.first_row = row;
+      d.drafts = s.drafts;
+      if (s.drafts.empty()) {  // MTP: the drafts this step's DraftWork of its slot made
+        for (size_t w = 0; w < batch.plan.drafts.size(); ++w) {
+          if (batch.plan.drafts[w].slot == s.seq->slot) d.drafts = output.drafts[w];
+        }
+      }
+    }
     if (!output.sampled.empty() && output.sampled[static_cast<size_t>(row)].status == model::SampledRow::kDone) {
       const model::SampledRow& r = output.sampled[static_cast<size_t>(row)];
       SampledToken t;
@@ -438,53 +523,14 @@ void Engine::Postprocess(const scheduler::ScheduledBatch& batch, const model::St
     }
   }
 
-  // Append, check stops, queue events.
+  // Append, check stops, queue events; verify windows go on while their drafts hold.
   for (Draw& d : draws) {
-    Sequence* seq = d.seq;
-    SeqState& st = *d.state;
-    RequestState& req = *st.request;
-    if (!req.error.empty()) continue;  // ends with kError below
-    absl::StatusOr<SampledToken>& token = d.token;
-    bool stop_token = std::binary_search(req.stop_ids.begin(), req.stop_ids.end(), token->id);
-    // A constrained output takes text tokens, stop ids with text included (they end it only where it
-    // may end); a stop id without text was only allowed where the output can end.
-    const bool as_text = st.matcher && (!stop_token || (st.matcher->active() && st.matcher->IsText(token->id)));
-    if (as_text && !st.matcher->Accept(token->id)) {
-      // The mask allowed it, so this is a bug: end the request rather than emit what breaks the format.
-      req.error = fmt::format("internal error: token {} was sampled but the output constraint does not allow it",
-                              token->id);
-      failed.push_back(req.id);
-      continue;
+    if (!d.state->request->error.empty()) continue;  // ends with kError below
+    if (d.verify != nullptr) {
+      FinishVerify(d, output, now, finished, failed);
+    } else {
+      AppendDrawn(d, now, finished, failed);
     }
-    scheduler_->AppendToken(seq, token->id);
-
-    local_.generation_tokens_total++;
-    if (!req.first_token_seen) {
-      req.first_token_seen = true;
-      local_.time_to_first_token_s.Observe(Seconds(now - req.arrival));
-      local_.prompt_tokens_total += static_cast<int64_t>(req.request.prompt_ids.size());
-    }
-    if (st.has_token) local_.time_per_output_token_s.Observe(Seconds(now - st.last_token));
-    st.has_token = true;
-    st.last_token = now;
-
-    TokenEvent event;
-    event.index = seq->sample_index;
-    event.ids = {token->id};
-    if (req.request.sampling.logprobs >= 0) {
-      event.logprobs = {{token->id, token->logprob}};
-      event.top_logprobs = {std::move(token->top_logprobs)};
-    }
-    if (stop_token && as_text && !st.matcher->CanEnd()) stop_token = false;  // text the output goes on from
-    if (stop_token) {
-      event.finish = FinishReason::kStop;  // stop ids cannot be sampled below min_tokens
-    } else if (st.matcher && st.matcher->IsTerminated()) {
-      event.finish = FinishReason::kStop;  // the constrained output is complete: nothing may follow
-    } else if (seq->num_generated() >= req.request.max_tokens) {
-      event.finish = FinishReason::kLength;
-    }
-    if (event.finish != FinishReason::kNone) finished.push_back({req.id, seq->sample_index, event.finish});
-    pending_events_.push_back({req.sink, std::move(event)});
   }
   for (const Ended& e : finished) ReleaseSample(*requests_.at(e.request), e.index, e.reason);
   for (RequestId id : failed) {
@@ -493,6 +539,85 @@ void Engine::Postprocess(const scheduler::ScheduledBatch& batch, const model::St
       EndRequest(*it->second, FinishReason::kError, it->second->error);
     }
   }
+}
+
+void Engine::FinishVerify(Draw& d, const model::StepOutput& output, Clock::time_point now,
+                          std::vector<Ended>& finished, std::vector<RequestId>& failed) {
+  const int32_t k = d.verify->num_drafts;
+  const int32_t vocab = capacity_.vocab_size;
+  RequestState& req = *d.state->request;
+  int32_t accepted = 0;
+  std::unique_ptr<Sampler> sampler;
+  for (int32_t j = 0;; ++j) {
+    if (j > 0) {  // column j: drawn as plain decoding would, the drafts before it now in the output
+      if (!sampler) sampler = std::make_unique<Sampler>(vocab);
+      d.logits = std::span<const float>(output.logits.data<float>() + (d.first_row + j) * vocab,
+                                        static_cast<size_t>(vocab));
+      d.ctx = ContextOf(*d.verify);
+      d.token = sampler->Sample(d.logits, d.ctx);
+      if (!d.token.ok()) {
+        req.error = fmt::format("sampling failed: {}", std::string(d.token.status().message()));
+        failed.push_back(req.id);
+        break;
+      }
+    }
+    const bool alive = AppendDrawn(d, now, finished, failed);
+    const bool held = j < k && static_cast<size_t>(j) < d.drafts.size() && d.token->id == d.drafts[static_cast<size_t>(j)];
+    if (held) ++accepted;
+    if (!alive || !held) break;
+  }
+  scheduler_->AcceptDrafts(d.seq, accepted);
+  spec_->Record(d.seq->id, k, accepted);
+}
+
+bool Engine::AppendDrawn(Draw& d, Clock::time_point now, std::vector<Ended>& finished,
+                         std::vector<RequestId>& failed) {
+  Sequence* seq = d.seq;
+  SeqState& st = *d.state;
+  RequestState& req = *st.request;
+  absl::StatusOr<SampledToken>& token = d.token;
+  bool stop_token = std::binary_search(req.stop_ids.begin(), req.stop_ids.end(), token->id);
+  // A constrained output takes text tokens, stop ids with text included (they end it only where it
+  // may end); a stop id without text was only allowed where the output can end.
+  const bool as_text = st.matcher && (!stop_token || (st.matcher->active() && st.matcher->IsText(token->id)));
+  if (as_text && !st.matcher->Accept(token->id)) {
+    // The mask allowed it, so this is a bug: end the request rather than emit what breaks the format.
+    req.error = fmt::format("internal error: token {} was sampled but the output constraint does not allow it",
+                            token->id);
+    failed.push_back(req.id);
+    return false;
+  }
+  scheduler_->AppendToken(seq, token->id);
+
+  local_.generation_tokens_total++;
+  if (!req.first_token_seen) {
+    req.first_token_seen = true;
+    local_.time_to_first_token_s.Observe(Seconds(now - req.arrival));
+    local_.prompt_tokens_total += static_cast<int64_t>(req.request.prompt_ids.size());
+  }
+  if (st.has_token) local_.time_per_output_token_s.Observe(Seconds(now - st.last_token));
+  st.has_token = true;
+  st.last_token = now;
+
+  TokenEvent event;
+  event.index = seq->sample_index;
+  event.ids = {token->id};
+  if (req.request.sampling.logprobs >= 0) {
+    event.logprobs = {{token->id, token->logprob}};
+    event.top_logprobs = {std::move(token->top_logprobs)};
+  }
+  if (stop_token && as_text && !st.matcher->CanEnd()) stop_token = false;  // text the output goes on from
+  if (stop_token) {
+    event.finish = FinishReason::kStop;  // stop ids cannot be sampled below min_tokens
+  } else if (st.matcher && st.matcher->IsTerminated()) {
+    event.finish = FinishReason::kStop;  // the constrained output is complete: nothing may follow
+  } else if (seq->num_generated() >= req.request.max_tokens) {
+    event.finish = FinishReason::kLength;
+  }
+  const bool ended = event.finish != FinishReason::kNone;
+  if (ended) finished.push_back({req.id, seq->sample_index, event.finish});
+  pending_events_.push_back({req.sink, std::move(event)});
+  return !ended;
 }
 
 void Engine::SampleAll(std::vector<Draw>& draws) {
@@ -620,6 +745,7 @@ void Engine::ReleaseSample(RequestState& req, int32_t index, FinishReason reason
   if (seq_id == 0) return;
   scheduler_->Free(seq_id);
   seq_states_.erase(seq_id);
+  if (spec_) spec_->Forget(seq_id);
   seq_id = 0;
   req.last_reason = reason;
   if (--req.num_unfinished > 0) return;
@@ -658,6 +784,13 @@ void Engine::PublishStats(int64_t step_tokens) {
   local_.free_slots = scheduler_->num_free_slots();
   local_.free_kv_pages = scheduler_->num_free_pages();
   local_.num_preemptions_total = scheduler_->num_preemptions();
+  if (spec_) {
+    const SpecCounters& c = spec_->counters();
+    local_.spec_num_drafts = c.num_drafts;
+    local_.spec_num_draft_tokens = c.num_draft_tokens;
+    local_.spec_num_accepted_tokens = c.num_accepted_tokens;
+    local_.spec_accepted_per_pos = c.accepted_per_pos;
+  }
   local_.constraint_mask_seconds_total = mask_filler_.total_compute_seconds();
   local_.constraint_wait_seconds_total = mask_wait_seconds_;
   std::lock_guard lock(mu_);

@@ -23,6 +23,7 @@
 #include "engine/engine_api.h"
 #include "engine/mask_filler.h"
 #include "engine/sampler.h"
+#include "engine/spec_decode.h"
 #include "model/model_runner.h"
 #include "scheduler/request.h"
 #include "scheduler/scheduler.h"
@@ -36,6 +37,7 @@ struct StepRecord {
   int32_t num_tokens = 0;         // tokens fed
   int32_t num_prefill_tokens = 0;
   int32_t num_decode_tokens = 0;
+  int32_t num_draft_tokens = 0;   // drafts among the decode tokens (verify windows)
   std::chrono::steady_clock::time_point start{}, end{};  // schedule -> events emitted
 };
 
@@ -54,6 +56,8 @@ struct EngineConfig {
   StepObserver* step_observer = nullptr;  // not owned; null: none
   int32_t max_waiting_requests = 256;   // accepted requests not yet running; beyond: ResourceExhausted
   std::vector<int32_t> eos_token_ids;   // from the model's generation config; stop unless ignore_eos
+  // Speculative decoding (engine/spec_decode.h). Sequences with an output constraint never draft.
+  SpecConfig spec;
 };
 
 inline constexpr int32_t kMaxSamplesPerRequest = 128;  // n (OpenAI's limit)
@@ -103,6 +107,10 @@ class Engine : public EngineApi {
     SamplingContext ctx;
     absl::StatusOr<SampledToken> token;
     bool on_device = false;  // `token` came from the runner's device sampler
+    // Verify window: its k drafts and the logits row of its first column (column j: row + j).
+    const scheduler::ScheduledSeq* verify = nullptr;
+    std::span<const int32_t> drafts;
+    int64_t first_row = 0;
   };
   struct Pending {  // an event for a sink, emitted after the step's bookkeeping
     std::shared_ptr<TokenSink> sink;
@@ -127,6 +135,21 @@ class Engine : public EngineApi {
   // Samples every draw; in parallel on the core thread pool when there are several (each draw
   // depends only on its own row and stream, so the result is the same either way).
   void SampleAll(std::vector<Draw>& draws);
+  // Appends a draw's token, checks stops and queues its event; false when the sample ended
+  // (finished or failed: `finished` / `failed` say which).
+  struct Ended {
+    scheduler::RequestId request;
+    int32_t index;
+    scheduler::FinishReason reason;
+  };
+  bool AppendDrawn(Draw& d, Clock::time_point now, std::vector<Ended>& finished,
+                   std::vector<scheduler::RequestId>& failed);
+  // The rest of a verify window whose column 0 was drawn: columns while drafts hold, then the
+  // scheduler and the policy learn how many did.
+  void FinishVerify(Draw& d, const model::StepOutput& output, Clock::time_point now, std::vector<Ended>& finished,
+                    std::vector<scheduler::RequestId>& failed);
+  // Start-up: the step cost curve (and MTP draft step) the auto policy weighs drafts against.
+  absl::Status MeasureSpecCosts();
   // The sampler's view of a scheduled seq (params, history, banned ids below min_tokens, stream).
   SamplingContext ContextOf(const scheduler::ScheduledSeq& s) const;
   // What a device-sampling runner needs for each sampling seq of `batch`, in plan order.
@@ -147,6 +170,7 @@ class Engine : public EngineApi {
 
   // Engine thread only.
   std::unique_ptr<scheduler::Scheduler> scheduler_;
+  std::unique_ptr<SpecDecoder> spec_;  // null: no speculation
   std::mutex samplers_mu_;
   std::vector<std::unique_ptr<Sampler>> idle_samplers_;  // scratch per concurrent sampling chunk
   std::mt19937_64 unseeded_rng_;

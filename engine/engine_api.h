@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/histogram.h"
@@ -25,6 +26,12 @@ struct EngineStats {
   int32_t total_kv_pages = 0;
   int32_t max_seq_len = 0;              // the model's context (prompt + max_tokens must fit)
   int64_t num_preemptions_total = 0;    // sequences preempted for room (they resume, output kept)
+  // Speculative decoding, counted as vLLM's spec_decode_* counters: verify windows, drafted
+  // tokens, accepted drafts, accepted drafts per position (0-based; size: the most drafts).
+  int64_t spec_num_drafts = 0;
+  int64_t spec_num_draft_tokens = 0;
+  int64_t spec_num_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_pos;
   // Structured outputs: seconds spent computing token masks (on the mask thread, overlapping the
   // forward), and seconds steps waited for them beyond the forward.
   double constraint_mask_seconds_total = 0.0;

@@ -10,6 +10,7 @@ struct ModelCapacity {
   int32_t kv_page_size = 0;    // tokens per page
   int32_t vocab_size = 0;
   int32_t max_seq_len = 0;
+  int32_t max_verify_tokens = 0;  // most columns of a keep_column_states seq (1 + drafts); < 2: no speculation
 };
 
 }  // namespace sparkserve::model

@@ -42,6 +42,8 @@ struct RunnerOptions {
   // cuda on Blackwell (sm_120/121): NVFP4 prefill linears as W4A4 on block-scaled FP4 tensor cores
   // (activations quantised with the checkpoint's input_global_scale); untested on hardware, opt-in.
   bool w4a4_prefill = false;
+  // Speculative decoding: the most columns of one verify window (1 + drafts); 1: no speculation.
+  int32_t max_verify_tokens = 1;
 };
 
 struct LoadedRunner {

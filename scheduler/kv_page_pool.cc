@@ -35,6 +35,14 @@ bool KvPagePool::Grow(std::vector<int32_t>& pages, int64_t tokens) {
   return true;
 }
 
+void KvPagePool::Shrink(std::vector<int32_t>& pages, int64_t tokens) {
+  const auto keep = static_cast<size_t>(PagesFor(tokens));
+  if (pages.size() <= keep) return;
+  std::vector<int32_t> tail(pages.begin() + static_cast<std::ptrdiff_t>(keep), pages.end());
+  pages.resize(keep);
+  Release(tail);
+}
+
 void KvPagePool::Release(std::vector<int32_t>& pages) {
   for (int32_t p : pages) {
     if (p < 0 || p >= num_pages() || !in_use_[static_cast<size_t>(p)]) {

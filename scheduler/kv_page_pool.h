@@ -22,6 +22,9 @@ class KvPagePool {
   // Appends pages to `pages` until they cover `tokens` positions. Takes nothing and returns false
   // when too few pages are free.
   bool Grow(std::vector<int32_t>& pages, int64_t tokens);
+  // Returns the pages of `pages` past the first PagesFor(tokens) to the pool (rejected drafts'
+  // positions).
+  void Shrink(std::vector<int32_t>& pages, int64_t tokens);
   // Returns every page of `pages` to the pool and clears it.
   void Release(std::vector<int32_t>& pages);
 

@@ -140,6 +140,9 @@ ScheduledBatch Scheduler::Schedule() {
     budget -= n;
   }
 
+  ++step_;
+  if (config_.max_drafts > 0 && planner_ != nullptr && budget > 0) PlanDrafts(picked, budget);
+
   ScheduledBatch batch;
   batch.plan.seqs.reserve(picked.size());
   for (const ScheduledSeq& s : picked) {
@@ -147,16 +150,92 @@ ScheduledBatch Scheduler::Schedule() {
     model::SeqWork work;
     work.slot = seq.slot;
     work.start_pos = seq.num_computed;
-    work.tokens.assign(seq.tokens.begin() + seq.num_computed,
-                       seq.tokens.begin() + seq.num_computed + s.num_tokens);
+    const int32_t fed = s.num_tokens - s.num_drafts;
+    work.tokens.assign(seq.tokens.begin() + seq.num_computed, seq.tokens.begin() + seq.num_computed + fed);
     work.kv_pages = seq.kv_pages;
     work.logits = s.samples ? model::LogitsWanted::kLast : model::LogitsWanted::kNone;
+    if (s.num_drafts > 0) {  // verify window: the token before the drafts, then the drafts
+      work.tokens.insert(work.tokens.end(), s.drafts.begin(), s.drafts.end());
+      work.num_drafts = s.drafts.empty() ? s.num_drafts : 0;  // MTP: this step's DraftWork makes them
+      work.keep_column_states = true;
+      work.logits = model::LogitsWanted::kAll;
+      batch.num_draft_tokens += s.num_drafts;
+      batch.max_drafts = std::max(batch.max_drafts, s.num_drafts);
+    }
     batch.plan.seqs.push_back(std::move(work));
     const bool decode = seq.num_computed > 0 && seq.num_pending() == 1;
     (decode ? batch.num_decode_tokens : batch.num_prefill_tokens) += s.num_tokens;
   }
+  AddSpecWork(picked, batch.plan);
   batch.seqs = std::move(picked);
   return batch;
+}
+
+void Scheduler::PlanDrafts(std::vector<ScheduledSeq>& picked, int32_t budget) {
+  std::vector<SpecCandidate> candidates;
+  std::vector<size_t> where;
+  int64_t step_tokens = 0;
+  const int32_t most_columns = std::min(config_.max_drafts + 1, capacity_.max_verify_tokens);
+  for (size_t i = 0; i < picked.size(); ++i) {
+    const ScheduledSeq& s = picked[i];
+    step_tokens += s.num_tokens;
+    const Sequence& seq = *s.seq;
+    if (!(s.samples && s.num_tokens == 1 && seq.num_computed > 0)) continue;  // decodes only
+    // a accepted drafts + the bonus token: a + 1 <= tokens it may still generate, and positions
+    // num_computed .. num_computed + k inside the context.
+    const int32_t left = seq.max_tokens - seq.num_generated() - 1;
+    const int32_t room = capacity_.max_seq_len - seq.num_computed - 1;
+    const int32_t most = std::min({most_columns - 1, left, room});
+    if (most <= 0) continue;
+    SpecCandidate c;
+    c.seq = s.seq;
+    c.max_drafts = most;
+    c.mtp_ready = config_.mtp && !seq.mtp_off && seq.mtp_step == step_ - 1 && seq.mtp_count > 0 &&
+                  seq.mtp_pos + seq.mtp_count == seq.num_computed;
+    if (config_.mtp && !c.mtp_ready) continue;
+    candidates.push_back(std::move(c));
+    where.push_back(i);
+  }
+  if (candidates.empty()) return;
+  planner_->Plan(candidates, step_tokens, budget);
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    SpecCandidate& cand = candidates[c];
+    int32_t k = std::clamp(cand.num_drafts, 0, std::min(cand.max_drafts, budget));
+    if (!config_.mtp) k = std::min(k, static_cast<int32_t>(cand.drafts.size()));
+    Sequence& seq = *cand.seq;
+    // Pages for the drafts' positions come only from free pages: drafts never preempt anyone.
+    while (k > 0 && !pages_.Grow(seq.kv_pages, int64_t{seq.num_computed} + 1 + k)) --k;
+    if (k == 0) continue;
+    ScheduledSeq& s = picked[where[c]];
+    s.num_drafts = k;
+    s.num_tokens = 1 + k;
+    if (!config_.mtp) s.drafts.assign(cand.drafts.begin(), cand.drafts.begin() + k);
+    budget -= k;
+  }
+}
+
+void Scheduler::AddSpecWork(const std::vector<ScheduledSeq>& picked, model::StepPlan& plan) {
+  for (Sequence* seq : running_) {
+    if (seq->commit_columns > 0) {
+      plan.commits.push_back({seq->slot, seq->commit_columns});
+      seq->commit_columns = 0;
+    }
+  }
+  if (!config_.mtp) return;
+  for (Sequence* seq : running_) {
+    if (seq->mtp_off || seq->mtp_step != step_ - 1 || seq->mtp_count <= 0) continue;
+    // Position p takes the token at p + 1: every one of them must be known by now.
+    if (seq->mtp_pos + seq->mtp_count >= seq->num_tokens()) continue;
+    model::DraftWork w;
+    w.slot = seq->slot;
+    w.start_pos = seq->mtp_pos;
+    w.tokens.assign(seq->tokens.begin() + seq->mtp_pos + 1, seq->tokens.begin() + seq->mtp_pos + 1 + seq->mtp_count);
+    w.hidden_row = seq->mtp_row;
+    auto it = std::find_if(picked.begin(), picked.end(), [&](const ScheduledSeq& s) { return s.seq == seq; });
+    if (it != picked.end() && it->num_drafts > 0) w.num_drafts = it->num_drafts;
+    w.kv_pages = seq->kv_pages;
+    plan.drafts.push_back(std::move(w));
+  }
 }
 
 bool Scheduler::ReservePages(Sequence& seq, int64_t tokens, std::vector<ScheduledSeq>& picked,
@@ -181,6 +260,8 @@ void Scheduler::Preempt(Sequence& seq) {
   seq.slot = -1;
   pages_.Release(seq.kv_pages);
   seq.num_computed = 0;  // recompute: prompt + generated tokens are prefilled again on resume
+  seq.mtp_count = 0;     // its MTP work starts again with the re-prefill
+  seq.commit_columns = 0;
   seq.status = SeqStatus::kPreempted;
   ++seq.num_preemptions;
   ++num_preemptions_;
@@ -188,10 +269,28 @@ void Scheduler::Preempt(Sequence& seq) {
 }
 
 void Scheduler::CommitStep(const ScheduledBatch& batch) {
-  for (const ScheduledSeq& s : batch.seqs) s.seq->num_computed += s.num_tokens;
+  int32_t row = 0;
+  for (const ScheduledSeq& s : batch.seqs) {
+    Sequence& seq = *s.seq;
+    if (config_.mtp) {  // its rows of this forward, for the MTP work of the next step
+      seq.mtp_pos = seq.num_computed;
+      seq.mtp_count = s.num_tokens;
+      seq.mtp_row = row;
+      seq.mtp_step = step_;
+    }
+    row += s.num_tokens;
+    if (s.num_drafts == 0) seq.num_computed += s.num_tokens;  // a verify window waits for AcceptDrafts
+  }
 }
 
 void Scheduler::AppendToken(Sequence* seq, int32_t token) { seq->tokens.push_back(token); }
+
+void Scheduler::AcceptDrafts(Sequence* seq, int32_t accepted) {
+  seq->num_computed += 1 + accepted;
+  seq->commit_columns = 1 + accepted;
+  seq->mtp_count = 1 + accepted;  // rows of the rejected drafts are not its history
+  pages_.Shrink(seq->kv_pages, seq->num_computed);
+}
 
 void Scheduler::Free(SeqId id) {
   auto it = seqs_.find(id);

@@ -3,6 +3,13 @@
 // prompt prefills), then running prefills in chunks, then newly admitted sequences. When pages run
 // out it preempts the youngest running sequence (recompute: its slot and pages are freed and it later
 // re-prefills prompt + generated tokens; nothing it generated is lost). No tensors, no CUDA.
+//
+// Speculative decoding: after the step's decodes, prefill chunks and admissions are placed, a
+// DraftPlanner (the engine's policy) turns decodes into verify windows of 1 + k tokens with the
+// budget left. With `mtp`, every forward's rows are teacher-forced through the MTP block in the
+// next step (DraftWork), which also drafts the k tokens of that step's MTP verify windows. After
+// a verify the engine calls AcceptDrafts: the accepted columns are committed in the next step and
+// pages past the accepted positions go back to the pool.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -25,6 +32,25 @@ struct SchedulerConfig {
   int32_t max_step_tokens = 2048;  // token budget of one step (all sequences together)
   int32_t prefill_chunk = 512;            // most tokens one sequence prefills in one step (0 = budget)
   int32_t max_batch = 0;                  // most running sequences (0 = the model's slot count)
+  int32_t max_drafts = 0;  // speculative decoding: most drafts of one verify window (0: off)
+  bool mtp = false;        // drafts come from the runner's MTP block (DraftWork), not the planner
+};
+
+// A decode that may become a verify window this step (DraftPlanner::Plan fills the outputs).
+struct SpecCandidate {
+  Sequence* seq = nullptr;
+  int32_t max_drafts = 0;  // most drafts it may take (context, max_tokens, verify columns)
+  bool mtp_ready = false;  // mtp: the MTP block can draft for it this step
+  int32_t num_drafts = 0;        // out: k (0: a plain decode)
+  std::vector<int32_t> drafts;   // out, drafts made on the host: the k draft tokens
+};
+
+// Chooses the verify windows of a step (engine/spec_decode.h implements it).
+class DraftPlanner {
+ public:
+  virtual ~DraftPlanner() = default;
+  // `step_tokens`: tokens the step feeds without drafts; `budget`: draft tokens it may add at most.
+  virtual void Plan(std::vector<SpecCandidate>& candidates, int64_t step_tokens, int32_t budget) = 0;
 };
 
 // One sequence's share of a scheduled step (parallel to StepPlan::seqs).
@@ -32,13 +58,17 @@ struct ScheduledSeq {
   Sequence* seq = nullptr;
   int32_t num_tokens = 0;  // tokens fed this step
   bool samples = false;    // this step reaches the end of its tokens: the next token is sampled
+  int32_t num_drafts = 0;  // verify window: the last num_drafts of its num_tokens are drafts
+  std::vector<int32_t> drafts;  // the drafts made on the host (empty for MTP: the runner drafts)
 };
 
 struct ScheduledBatch {
   model::StepPlan plan;
   std::vector<ScheduledSeq> seqs;
   int32_t num_prefill_tokens = 0;  // tokens of chunks longer than one or of resumed sequences
-  int32_t num_decode_tokens = 0;   // one-token steps of running sequences
+  int32_t num_decode_tokens = 0;   // one-token steps of running sequences (verify windows included)
+  int32_t num_draft_tokens = 0;    // drafts among them
+  int32_t max_drafts = 0;          // the largest k of the step
   bool empty() const { return seqs.empty(); }
 };
 
@@ -64,6 +94,16 @@ class Scheduler {
   void CommitStep(const ScheduledBatch& batch);
   // Appends a sampled token to a sequence that sampled in the committed step.
   void AppendToken(Sequence* seq, int32_t token);
+  // After a verify window of `seq` in the committed step: `accepted` of its drafts held, so 1 +
+  // accepted of its columns are now in its state.
+  void AcceptDrafts(Sequence* seq, int32_t accepted);
+  // Turns speculation on: verify windows of up to `max_drafts` drafts chosen by `planner` (not
+  // owned); `mtp`: the runner drafts (DraftWork on every forward's rows).
+  void EnableSpeculation(int32_t max_drafts, bool mtp, DraftPlanner* planner) {
+    config_.max_drafts = max_drafts;
+    config_.mtp = mtp;
+    planner_ = planner;
+  }
   // Forgets a sequence (finished, cancelled or failed); its slot and pages are free at once.
   void Free(SeqId id);
 
@@ -88,6 +128,10 @@ class Scheduler {
   // that leaves too few pages.
   bool ReservePages(Sequence& seq, int64_t tokens, std::vector<ScheduledSeq>& batch, int32_t& budget);
   void Preempt(Sequence& seq);
+  // Turns the step's decodes into verify windows (the planner's choice, within `budget`).
+  void PlanDrafts(std::vector<ScheduledSeq>& picked, int32_t budget);
+  // The step's column commits and MTP work of every running sequence.
+  void AddSpecWork(const std::vector<ScheduledSeq>& picked, model::StepPlan& plan);
   void InsertByArrival(std::deque<Sequence*>& queue, Sequence* seq);
   void InsertByArrival(std::vector<Sequence*>& list, Sequence* seq);
   void RemoveRunning(Sequence* seq);
@@ -103,6 +147,8 @@ class Scheduler {
   SeqId next_id_ = 1;
   int64_t next_arrival_ = 0;
   int64_t num_preemptions_ = 0;
+  int64_t step_ = 0;  // steps scheduled
+  DraftPlanner* planner_ = nullptr;
 };
 
 }  // namespace sparkserve::scheduler

@@ -34,6 +34,15 @@ struct Sequence {
   model::SlotId slot = -1;         // -1 while it holds none
   std::vector<int32_t> kv_pages;   // page table: page i holds positions [i*page_size, (i+1)*page_size)
   int32_t num_preemptions = 0;
+  // Speculative decoding (MTP): the rows of its most recent forward that the MTP block has not been
+  // teacher-forced over yet: positions [mtp_pos, mtp_pos + mtp_count) are rows [mtp_row, ...) of
+  // the forward of step mtp_step (the runner keeps only the last forward's rows).
+  int32_t mtp_pos = 0;
+  int32_t mtp_count = 0;
+  int32_t mtp_row = 0;
+  int64_t mtp_step = -1;
+  bool mtp_off = false;        // the engine stopped MTP for it (drafting does not pay): no MTP work
+  int32_t commit_columns = 0;  // its last verify accepted this many columns: next step commits them
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_generated() const { return num_tokens() - num_prompt_tokens; }

@@ -104,9 +104,15 @@ void AddBenchEngineSubcommand(CLI::App& bench, int* exit_code) {
                 "cuda: print each op's GPU time in one more decode step per point and in the first step of one "
                 "more prefill per prompt length");
   cmd->add_option("--json", args->json_path, "write the results as JSON to FILE ('-': stdout)");
+  auto spec = std::make_shared<SpecFlags>();
+  AddSpecOptions(cmd, spec.get());  // default off here: the decode figures are plain decoding's
+    if (spec->mode.empty()) spec->mode = "off";
+    args->spec = SpecConfigOf(*spec);
   auto cluster = std::make_shared<ClusterFlags>();
   AddClusterOptions(cmd, cluster.get());
-  cmd->callback([args, cluster, exit_code] {
+  cmd->callback([args, spec, cluster, exit_code] {
+    if (spec->mode.empty()) spec->mode = "off";
+    args->spec = SpecConfigOf(*spec);
     absl::StatusOr<ResolvedCluster> resolved = ResolveClusterFlags(*cluster, args->runner.backend);
     if (!resolved.ok()) {
       spdlog::error("bench engine: {}", std::string(resolved.status().message()));

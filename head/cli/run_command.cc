@@ -27,6 +27,7 @@ struct RunArgs {
   bool ignore_eos = false;
   bool json = false;
   model::RunnerOptions runner;  // CPU by default
+  SpecFlags spec;
   ClusterFlags cluster;
 };
 
@@ -55,6 +56,7 @@ int RunGenerate(const RunArgs& a) {
   options.max_batch = 1;
   options.max_seq_len = static_cast<int32_t>(max_len);
   options.max_step_tokens = static_cast<int32_t>(max_len);  // the prompt in one step
+  ApplySpecToRunner(a.spec, &options);
   engine::cluster::ClusterRunner* cluster = nullptr;
   auto loaded = engine::cluster::LoadRunner(a.dir, options, cluster_flags->options, cluster_flags->collective, &cluster);
   if (!loaded.ok()) {
@@ -73,12 +75,19 @@ int RunGenerate(const RunArgs& a) {
   ec.scheduler.max_batch = 1;
   ec.scheduler.max_step_tokens = options.max_step_tokens;
   ec.eos_token_ids = loaded->config.stop_token_ids();
+  auto spec = ResolveSpec(a.spec, *loaded->runner);
+  if (!spec.ok()) {
+    spdlog::error("run: {}", std::string(spec.status().message()));
+    return 2;
+  }
+  ec.spec = *spec;
   auto created = engine::Engine::Create(std::move(loaded->runner), ec);
   if (!created.ok()) {
     spdlog::error("run: {}", std::string(created.status().message()));
     return 1;
   }
   std::vector<int32_t> generated;
+  engine::EngineStats stats;
   if (a.max_new > 0) {
     (*created)->Start();
     scheduler::Request request;
@@ -89,6 +98,7 @@ int RunGenerate(const RunArgs& a) {
     request.stop.ignore_eos = a.ignore_eos;
     auto samples = engine::Generate(**created, std::move(request));
     (*created)->Shutdown();
+    stats = (*created)->Stats();
     if (!samples.ok()) {
       spdlog::error("run: {}", std::string(samples.status().message()));
       return 1;
@@ -102,6 +112,7 @@ int RunGenerate(const RunArgs& a) {
     nlohmann::json j;
     j["ids"] = generated;
     j["text"] = text ? nlohmann::json(*text) : nlohmann::json(nullptr);  // null without a tokenizer
+    j["spec"] = {{"drafted", stats.spec_num_draft_tokens}, {"accepted", stats.spec_num_accepted_tokens}};
     std::printf("%s\n", j.dump().c_str());
   } else if (text) {
     std::printf("%s\n", text->c_str());
@@ -128,7 +139,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--temperature", a->temperature, "0 = greedy (default 0)");
   cmd->add_option("--seed", a->seed, "sampling seed (default: random)");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "do not stop on the model's eos ids");
-  cmd->add_flag("--json", a->json, "print {\"ids\": [...], \"text\": ...}");
+  cmd->add_flag("--json", a->json,
+                "print {\"ids\": [...], \"text\": ..., \"spec\": {\"drafted\": N, \"accepted\": M}}");
+  AddSpecOptions(cmd, &a->spec);
   AddClusterOptions(cmd, &a->cluster);
   cmd->callback([=] {
     UseStderrLogging(cmd);

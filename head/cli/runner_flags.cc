@@ -7,6 +7,9 @@
 
 #include "absl/strings/str_join.h"
 
+#include "fmt/format.h"
+#include "spdlog/spdlog.h"
+
 namespace sparkserve::head {
 
 namespace {
@@ -55,6 +58,45 @@ void AddCacheDtypeOptions(CLI::App* cmd, model::RunnerOptions* options) {
                   "to bf16 once a step)")
       ->transform(
           EnumNames<model::StateDtype>({{"fp32", model::StateDtype::kF32}, {"bf16", model::StateDtype::kBf16}}));
+}
+
+void AddSpecOptions(CLI::App* cmd, SpecFlags* flags) {
+  cmd->add_option("--spec", flags->mode,
+                  "speculative decoding: mtp (the checkpoint's MTP block drafts), ngram (prompt lookup: continues an "
+                  "earlier occurrence of the last tokens) or off (default: mtp when the checkpoint has mtp.* weights "
+                  "and the backend verifies drafts, else off)")
+      ->check(CLI::IsMember({"mtp", "ngram", "off"}));
+  cmd->add_option("--spec-tokens", flags->tokens, "most drafts per verify window, 1..8 (default 3)")
+      ->check(CLI::Range(1, engine::kMaxSpecTokens));
+  cmd->add_option("--spec-policy", flags->policy,
+                  "auto (default: k per sequence from its acceptance and the measured step cost, 0 when drafting "
+                  "does not pay) or fixed (always the most drafts the drafter offers)")
+      ->check(CLI::IsMember({"auto", "fixed"}));
+}
+
+void ApplySpecToRunner(const SpecFlags& flags, model::RunnerOptions* options) {
+  options->max_verify_tokens = flags.mode == "off" ? 1 : flags.tokens + 1;
+}
+
+engine::SpecConfig SpecConfigOf(const SpecFlags& flags) {
+  engine::SpecConfig c;
+  c.max_drafts = flags.tokens;
+  c.policy = flags.policy == "fixed" ? engine::SpecPolicy::kFixed : engine::SpecPolicy::kAuto;
+  c.mode = flags.mode == "mtp" ? engine::SpecMode::kMtp : flags.mode == "ngram" ? engine::SpecMode::kNgram
+                                                                               : engine::SpecMode::kOff;
+  return c;
+}
+
+absl::StatusOr<engine::SpecConfig> ResolveSpec(const SpecFlags& flags, const model::ModelRunner& runner) {
+  engine::SpecConfig c = SpecConfigOf(flags);
+  if (flags.mode.empty()) {
+    const bool verifies = runner.capacity().max_verify_tokens >= flags.tokens + 1;
+    c.mode = runner.has_mtp() && verifies ? engine::SpecMode::kMtp : engine::SpecMode::kOff;
+    if (runner.has_mtp() && !verifies) {
+      spdlog::info("speculation off: this backend cannot verify drafts yet (the checkpoint has an MTP block)");
+    }
+  }
+  return c;
 }
 
 }  // namespace sparkserve::head

@@ -42,6 +42,7 @@ struct ServeArgs {
   std::string host = "127.0.0.1";
   int port = 8000;
   model::RunnerOptions runner = AutoBackend();
+  SpecFlags spec;
   ClusterFlags cluster;
   int max_tokens = 0;
   int prefill_chunk = 0;  // 0: the step budget
@@ -246,6 +247,7 @@ int Serve(const ServeArgs& a) {
   model::RunnerOptions runner = a.runner;
   runner.max_step_tokens = std::max(runner.max_step_tokens, runner.max_batch);
   runner.cuda_graphs = !a.enforce_eager;
+  ApplySpecToRunner(a.spec, &runner);
   engine::cluster::ClusterRunner* cluster = nullptr;
   auto loaded = engine::cluster::LoadRunner(a.dir, runner, cluster_flags->options, cluster_flags->collective, &cluster);
   if (!loaded.ok()) {
@@ -269,6 +271,13 @@ int Serve(const ServeArgs& a) {
   ec.scheduler.max_step_tokens = runner.max_step_tokens;
   ec.max_waiting_requests = a.max_queue;
   ec.eos_token_ids = config.stop_token_ids();
+  auto spec = ResolveSpec(a.spec, *loaded->runner);
+  if (!spec.ok()) {
+    spdlog::error("serve: {}", std::string(spec.status().message()));
+    server.Stop();
+    return 2;
+  }
+  ec.spec = *spec;
   auto engine = engine::Engine::Create(std::move(loaded->runner), ec);
   if (!engine.ok()) {
     spdlog::error("serve: starting the engine: {}", std::string(engine.status().message()));
@@ -318,6 +327,7 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--host", a->host, "address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", a->port, "port (default 8000; 0 = any free port)");
   AddBackendOption(cmd, &a->runner, "auto");
+  AddSpecOptions(cmd, &a->spec);
   cmd->add_flag("--enforce-eager", a->enforce_eager, "cuda: run decode steps without CUDA graphs (slower; for debugging)");
   cmd->add_option("--gpu-memory-utilization", a->runner.gpu_memory_utilization,
                   "cuda: fraction of the GPU's memory to use (default 0.9); the KV cache gets what weights, state "

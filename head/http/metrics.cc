@@ -87,6 +87,19 @@ std::string ServingMetrics::Render(const engine::EngineStats& st) const {
           st.constraint_mask_seconds_total);
   counter("constraint_wait_seconds", "Seconds steps waited for structured-output token masks after the forward.",
           st.constraint_wait_seconds_total);
+  // Speculative decoding, as vLLM counts it: verify windows, drafted tokens, accepted drafts, and
+  // accepted drafts by position (0-based).
+  counter("spec_decode_num_drafts", "Number of spec decoding drafts.", static_cast<double>(st.spec_num_drafts));
+  counter("spec_decode_num_draft_tokens", "Number of draft tokens.", static_cast<double>(st.spec_num_draft_tokens));
+  counter("spec_decode_num_accepted_tokens", "Number of accepted tokens.",
+          static_cast<double>(st.spec_num_accepted_tokens));
+  {
+    std::string name = "sparkserve:spec_decode_num_accepted_tokens_per_pos";
+    Head(out, name, "counter", "Accepted tokens per draft position.");
+    for (size_t pos = 0; pos < st.spec_accepted_per_pos.size(); ++pos) {
+      out += fmt::format("{}_total{{position=\"{}\",{}}} {}\n", name, pos, labels_, st.spec_accepted_per_pos[pos]);
+    }
+  }
   {
     std::string name = "sparkserve:request_success";
     Head(out, name, "counter", "Count of successfully processed requests.");

@@ -45,7 +45,7 @@ absl::StatusOr<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(
 
 ModelCapacity CpuModelRunner::capacity() const {
   return {options_.state.num_slots, options_.state.num_kv_pages, options_.state.kv_page_size,
-          static_cast<int32_t>(config_.vocab_size), options_.max_seq_len};
+          static_cast<int32_t>(config_.vocab_size), options_.max_seq_len, options_.state.max_verify_tokens};
 }
 
 StepLimits CpuModelRunner::limits() const {
@@ -197,7 +197,7 @@ absl::StatusOr<StepOutput> CpuModelRunner::Forward(const StepPlan& plan,
 }
 
 absl::Status CpuModelRunner::MtpForward(const std::vector<MtpSeqWork>& seqs, core::Tensor* logits,
-                                        core::Tensor* hidden) {
+                                        core::Tensor* hidden, const std::vector<int64_t>* logit_rows) {
   const int64_t d = config_.hidden_size;
   const MtpWeights& m = weights_.mtp;
   BatchView batch;
@@ -236,7 +236,18 @@ absl::Status CpuModelRunner::MtpForward(const std::vector<MtpSeqWork>& seqs, cor
   RETURN_IF_ERROR(DecoderLayerForward(ctx, m.layer, &pool, -1, x.data()));
   *hidden = core::Tensor::Empty({T, d}, core::DType::kF32);
   k::RmsNormZeroCentered(x.data(), m.norm.data<float>(), T, d, eps, hidden->data<float>());
-  ASSIGN_OR_RETURN(*logits, LmHead(hidden->data<float>(), T));
+  if (logit_rows == nullptr) {
+    ASSIGN_OR_RETURN(*logits, LmHead(hidden->data<float>(), T));
+    return absl::OkStatus();
+  }
+  // Only the rows asked for: teacher forcing over a prompt needs none of its lm_head rows.
+  const auto R = static_cast<int64_t>(logit_rows->size());
+  std::vector<float> rows(static_cast<size_t>(R * d));
+  for (int64_t r = 0; r < R; ++r) {
+    std::memcpy(rows.data() + r * d, hidden->data<float>() + (*logit_rows)[static_cast<size_t>(r)] * d,
+                sizeof(float) * d);
+  }
+  ASSIGN_OR_RETURN(*logits, LmHead(rows.data(), R));
   return absl::OkStatus();
 }
 
@@ -250,18 +261,32 @@ absl::Status CpuModelRunner::RunDrafts(const std::vector<DraftWork>& drafts, Ste
     work.push_back({w.slot, w.start_pos, w.tokens, prev_hidden_.data() + static_cast<int64_t>(w.hidden_row) * d,
                     w.kv_pages});
   }
-  core::Tensor logits, hidden;
-  RETURN_IF_ERROR(MtpForward(work, &logits, &hidden));
-  // kAll works: every position's logits, then each draft step's (appended below).
-  std::vector<std::vector<float>> kept(drafts.size());
-  std::vector<const float*> last_logits(drafts.size()), last_hidden(drafts.size());
+  // Logits only where wanted: every position of a kAll work, the last one of a work that drafts.
+  std::vector<int64_t> logit_rows;
+  std::vector<int64_t> first_logit(drafts.size(), 0);
+  std::vector<uint8_t> has_logits(drafts.size(), 0);
   int64_t row = 0;
   for (size_t i = 0; i < drafts.size(); ++i) {
     const int64_t n = static_cast<int64_t>(drafts[i].tokens.size());
+    const int64_t from = drafts[i].logits == LogitsWanted::kAll ? 0 : drafts[i].num_drafts > 0 ? n - 1 : n;
+    first_logit[i] = static_cast<int64_t>(logit_rows.size()) - from;
+    has_logits[i] = from < n ? 1 : 0;
+    for (int64_t t = from; t < n; ++t) logit_rows.push_back(row + t);
+    row += n;
+  }
+  core::Tensor logits, hidden;
+  RETURN_IF_ERROR(MtpForward(work, &logits, &hidden, &logit_rows));
+  // kAll works: every position's logits, then each draft step's (appended below).
+  std::vector<std::vector<float>> kept(drafts.size());
+  std::vector<const float*> last_logits(drafts.size(), nullptr), last_hidden(drafts.size());
+  row = 0;
+  for (size_t i = 0; i < drafts.size(); ++i) {
+    const int64_t n = static_cast<int64_t>(drafts[i].tokens.size());
+    const int64_t l = first_logit[i];  // logits row of its position 0 (those before it are absent)
     if (drafts[i].logits == LogitsWanted::kAll) {
-      kept[i].assign(logits.data<float>() + row * V, logits.data<float>() + (row + n) * V);
+      kept[i].assign(logits.data<float>() + l * V, logits.data<float>() + (l + n) * V);
     }
-    last_logits[i] = logits.data<float>() + (row + n - 1) * V;
+    if (has_logits[i]) last_logits[i] = logits.data<float>() + (l + n - 1) * V;
     last_hidden[i] = hidden.data<float>() + (row + n - 1) * d;
     row += n;
   }

@@ -72,7 +72,10 @@ class CpuModelRunner : public ModelRunner {
   absl::StatusOr<StepOutput> Forward(const StepPlan& plan, const std::vector<std::vector<int32_t>>& drafts);
   // The MTP block over teacher-forced positions: logits [rows, vocab] and the mtp.norm output
   // [rows, hidden] (the next draft step's hidden), rows in seq order.
-  absl::Status MtpForward(const std::vector<MtpSeqWork>& seqs, core::Tensor* logits, core::Tensor* hidden);
+  // `logit_rows`: the token rows whose logits are wanted (logits row r is token row logit_rows[r]);
+  // null: every row.
+  absl::Status MtpForward(const std::vector<MtpSeqWork>& seqs, core::Tensor* logits, core::Tensor* hidden,
+                          const std::vector<int64_t>* logit_rows = nullptr);
   // The plan's DraftWork: draft tokens into out->drafts, logits of kAll works into out->draft_logits.
   absl::Status RunDrafts(const std::vector<DraftWork>& drafts, StepOutput* out);
 

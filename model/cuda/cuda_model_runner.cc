@@ -122,6 +122,16 @@ absl::Status CudaModelRunner::Init(const quant::Checkpoint& shard) {
       gdn_.push_back(std::move(g));
     }
   }
+  {  // verify windows (speculative decoding): per-column copies of every GDN layer's state
+    std::vector<float*> states, windows;
+    for (GdnState& g : gdn_) {
+      states.push_back(reinterpret_cast<float*>(g.recurrent.data()));
+      windows.push_back(g.conv.data());
+    }
+    const int columns = options_.state_dtype == kc::GdnStateDtype::kF32 ? options_.max_verify_tokens : 1;
+    RETURN_IF_ERROR(columns_.Init(columns, static_cast<int>(S), states, windows, nv * dk * dv,
+                                  C * std::max<int64_t>(K - 1, 1), &total));
+  }
   // Step metadata.
   pages_stride_ = (options_.max_seq_len + options_.kv_page_size - 1) / options_.kv_page_size;
   size_t at = 0;
@@ -245,7 +255,7 @@ absl::Status CudaModelRunner::Init(const quant::Checkpoint& shard) {
 
 ModelCapacity CudaModelRunner::capacity() const {
   return {options_.num_slots, options_.num_kv_pages, options_.kv_page_size, static_cast<int32_t>(config_.vocab_size),
-          options_.max_seq_len};
+          options_.max_seq_len, columns_.max_columns()};
 }
 
 StepLimits CudaModelRunner::limits() const {
@@ -255,7 +265,7 @@ StepLimits CudaModelRunner::limits() const {
   l.kv_page_size = options_.kv_page_size;
   l.num_kv_pages = options_.num_kv_pages;
   l.needs_kv = !kv_.empty();
-  l.max_verify_tokens = 0;
+  l.max_verify_tokens = columns_.max_columns();
   l.vocab_size = config_.vocab_size;
   l.max_step_tokens = options_.max_step_tokens;
   return l;
@@ -399,14 +409,18 @@ absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
         in.z = proj1_.data();
         in.z_stride = gs.nv * gs.dv;
       }
-      RETURN_IF_ERROR(kc::CausalConv1dSilu(qkv, qkv_stride, C, g.conv1d.data(), K, batch, st.conv.data(), nullptr, 0,
-                                           mixed_.data(), stream_));
+      const int gi = gdn_index_[i];  // verify windows keep the state after every column
+      RETURN_IF_ERROR(kc::CausalConv1dSilu(qkv, qkv_stride, C, g.conv1d.data(), K, batch, st.conv.data(),
+                                           step_keeps_columns_ ? columns_.column_window(gi) : nullptr,
+                                           columns_.max_columns(), mixed_.data(), stream_));
       RETURN_IF_ERROR(Mark("gdn_conv"));
       in.mixed = mixed_.data();
       in.mixed_stride = C;
       if (gates_aside) CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, gate_join_, 0));
       RETURN_IF_ERROR(kc::GatedDeltaNet(in, gs, g.a_log.data(), g.dt_bias.data(), g.norm.data(), eps, batch,
-                                        kc::GdnStateRef(st.recurrent.data(), options_.state_dtype), nullptr, 0,
+                                        kc::GdnStateRef(st.recurrent.data(), options_.state_dtype),
+                                        step_keeps_columns_ ? columns_.column_state(gi) : nullptr,
+                                        columns_.max_columns(),
                                         mid16, stream_,
                                         {gdn_workspace_.data(), gdn_workspace_.bytes()}));
       RETURN_IF_ERROR(Mark("gated_delta_net"));
@@ -451,12 +465,17 @@ absl::Status CudaModelRunner::EnqueueHead(int row_begin, int rows) {
 }
 
 absl::StatusOr<StepOutput> CudaModelRunner::Run(const StepPlan& plan) {
-  if (!plan.commits.empty() || !plan.drafts.empty()) {
+  if (!plan.drafts.empty()) {
     return absl::UnimplementedError(
-        "MTP drafts and verify commits are not supported by the CUDA backend yet; run without speculative decoding");
+        "MTP drafts are not supported by the CUDA backend yet; use --spec ngram or --spec off");
   }
   RETURN_IF_ERROR(ValidateStepPlan(limits(), plan));
-  for (const SlotCopy& c : plan.copies) RETURN_IF_ERROR(EnqueueSlotCopy(c.src, c.dst));
+  RETURN_IF_ERROR(columns_.Check(plan.commits));
+  for (const SlotCopy& c : plan.copies) {
+    RETURN_IF_ERROR(EnqueueSlotCopy(c.src, c.dst));
+    columns_.Clear(c.dst);
+  }
+  RETURN_IF_ERROR(columns_.Commit(plan.commits, stream_));
   if (plan.seqs.empty()) {
     RETURN_IF_ERROR(Sync());
     return StepOutput{{}, {0}};
@@ -473,12 +492,7 @@ absl::StatusOr<StepOutput> CudaModelRunner::Run(const StepPlan& plan) {
 }
 
 absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool fetch) {
-  for (const SeqWork& s : plan.seqs) {
-    if (s.keep_column_states) {
-      return absl::UnimplementedError(
-          "MTP verify (keep_column_states) is not supported by the CUDA backend yet; run without speculative decoding");
-    }
-  }
+  step_keeps_columns_ = false;
   const int S = static_cast<int>(plan.seqs.size());
   const int64_t d = config_.hidden_size, V = config_.vocab_size;
   // Metadata into the pinned block (the previous step's upload finished: Forward ends synchronised).
@@ -503,7 +517,9 @@ absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool f
     decode_only = decode_only && n == 1 && w.logits == LogitsWanted::kLast;
     m[meta_.start_pos + s] = w.start_pos;
     m[meta_.slots + s] = w.slot;
-    keep[s] = 0;
+    const bool keeps = w.keep_column_states && columns_.max_columns() > 1;
+    keep[s] = keeps ? 1 : 0;
+    step_keeps_columns_ = step_keeps_columns_ || keeps;
     const size_t pages = std::min(w.kv_pages.size(), static_cast<size_t>(pages_stride_));
     std::copy_n(w.kv_pages.begin(), pages, m + meta_.page_table + static_cast<size_t>(s) * pages_stride_);
     T += n;
@@ -577,6 +593,7 @@ absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool f
     }
   }
   if (profiling_) RETURN_IF_ERROR(CollectOpProfile());
+  columns_.AfterForward(plan);
   if (fetch) {
     if (tp()) RETURN_IF_ERROR(Sync());
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.last_hidden.data<float>(), last_hidden_.data(), sizeof(float) * S * d,

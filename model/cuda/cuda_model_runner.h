@@ -30,6 +30,7 @@
 #include "quant/checkpoint.h"
 #include "model/cuda/cuda_weights.h"
 #include "model/cuda/device_sampler.h"
+#include "model/cuda/verify_columns.h"
 #include "model/model_runner.h"
 #include "model/step_validation.h"
 
@@ -52,6 +53,8 @@ struct CudaRunnerOptions {
   // Blackwell (sm_120/121) W4A4 prefill for NVFP4 linears with calibrated input scales (CudaLinearOptions;
   // UNTESTED ON HARDWARE, off by default). The extra weight copy counts against the memory budget.
   bool w4a4_prefill = false;
+  // Speculative decoding: most columns of a verify window (keep_column_states; f32 GDN state only).
+  int32_t max_verify_tokens = 1;
 };
 
 // What one decode step reads from memory, for bench engine's floor.
@@ -75,8 +78,8 @@ class CudaModelRunner : public ModelRunner {
   ~CudaModelRunner() override;
 
   ModelCapacity capacity() const override;
-  // Copies, then the forward; with plan.sampling, sampling on the GPU (one kLast row per seq at
-  // most). Commits and drafts (MTP) are not supported yet: Unimplemented.
+  // Copies, commits, then the forward; with plan.sampling, sampling on the GPU (one kLast row per seq
+  // at most). Drafts (MTP) are not supported yet: Unimplemented.
   absl::StatusOr<StepOutput> Run(const StepPlan& plan) override;
   bool samples_on_device() const override { return true; }
 
@@ -116,6 +119,8 @@ class CudaModelRunner : public ModelRunner {
   int32_t num_attention_layers_ = 0;
   std::vector<GdnState> gdn_;
   std::vector<KvState> kv_;
+  VerifyColumns columns_;          // verify windows' per-column GDN state (verify_columns.h)
+  bool step_keeps_columns_ = false;  // this forward has keep_column_states seqs
 
   // Step metadata: one int32 block on the host (pinned) and the device, copied in one transfer.
   struct MetaLayout {

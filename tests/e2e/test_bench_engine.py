@@ -39,6 +39,17 @@ def test_points_and_prefill_in_table_and_json(tiny_model, tmp_path):
     assert "prefill t/s" in r.stdout and "tok/s" in r.stdout
 
 
+def test_spec_prints_the_step_cost_curve(tiny_model):
+    r = subprocess.run([SPARKSERVE, "bench", "engine", str(tiny_model), "--backend", "cpu", "--batch", "2",
+                        "--steps", "3", "--warmup", "1", "--repeats", "1", "--spec", "mtp", "--spec-tokens", "2"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "step cost curve" in r.stdout and "one MTP draft step" in r.stdout, r.stdout
+    rows = [l.split() for l in r.stdout.splitlines() if l.split() and l.split()[0].isdigit() and len(l.split()) == 4]
+    assert [int(x[0]) for x in rows][:9] == [1, 2, 3, 4, 5, 6, 7, 8, 12] and int(rows[-1][0]) == 256
+    assert all(float(x[1]) > 0 for x in rows)
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--batch", "0"], "--batch"),
     (["--context", "-1"], "--context"),

@@ -314,8 +314,10 @@ def test_against_sparkserve_serve(tmp_path):
     r = subprocess.run([SPARKSERVE, "demo-model", str(model), "--shape", "tiny"], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stderr
+    serve_help = subprocess.run([serve_bin, "serve", "--help"], capture_output=True, text=True).stdout
+    spec = ["--spec", "mtp", "--spec-policy", "fixed"] if "--spec-policy" in serve_help else []
     proc = subprocess.Popen([serve_bin, "serve", str(model), "--host", "127.0.0.1", "--port", "0",
-                             "--max-seq-len", "128", "--max-batch", "4", "--served-model-name", "tiny-demo"],
+                             "--max-seq-len", "128", "--max-batch", "4", "--served-model-name", "tiny-demo", *spec],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
@@ -345,6 +347,13 @@ def test_against_sparkserve_serve(tmp_path):
         assert res["output_lens"] == [8] * 6, res["output_lens"]
         assert res["total_output_tokens"] == sum(res["output_lens"])
         assert res["mean_ttft_ms"] > 0 and res["mean_e2el_ms"] >= res["mean_ttft_ms"]
+        if spec:  # speculation as `vllm bench serve` reports it, from the server's counters over the run
+            assert "Speculative Decoding" in r.stdout and "Acceptance length:" in r.stdout, r.stdout
+            assert res["spec_decode_num_drafts"] > 0
+            assert 0 <= res["spec_decode_acceptance_rate"] <= 100
+            assert res["spec_decode_acceptance_length"] == pytest.approx(
+                1 + res["spec_decode_accepted_tokens"] / res["spec_decode_num_drafts"])
+            assert len(res["spec_decode_per_position_acceptance_rates"]) == 3
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

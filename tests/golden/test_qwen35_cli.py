@@ -80,7 +80,10 @@ def test_run_greedy_matches_transformers(name):
     r = sparkserve("run", os.path.join(GOLDEN, name), "--ids", ids_arg(ref["ids"]), "--max-new", str(n),
                    "--temperature", "0", "--ignore-eos", "--json")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout) == {"ids": [int(i) for i in ref["greedy"]], "text": None}
+    j = json.loads(r.stdout)
+    assert {k: j[k] for k in ("ids", "text")} == {"ids": [int(i) for i in ref["greedy"]], "text": None}
+    # The fixture has an MTP block: `run` speculates by default (greedy: the same ids).
+    assert 0 <= j["spec"]["accepted"] <= j["spec"]["drafted"]
 
 
 def test_run_stops_on_generation_config_eos(tmp_path):
@@ -103,7 +106,9 @@ def test_run_sampling_is_reproducible_with_a_seed():
     d = os.path.join(GOLDEN, "text_tied")
     a = sparkserve("run", d, "--ids", "1,2,3", "--max-new", "8", "--temperature", "1.0", "--seed", "7", "--json")
     b = sparkserve("run", d, "--ids", "1,2,3", "--max-new", "8", "--temperature", "1.0", "--seed", "7", "--json")
-    assert a.returncode == 0 and a.stdout == b.stdout
+    assert a.returncode == 0 and b.returncode == 0
+    # The same tokens (how many drafts the auto policy tried depends on measured step times).
+    assert json.loads(a.stdout)["ids"] == json.loads(b.stdout)["ids"]
     assert len(json.loads(a.stdout)["ids"]) == 8
 
 
@@ -155,5 +160,6 @@ def test_run_prompt_prints_ids_and_their_decoded_text(model_with_tokenizer):
     # The same ids from a directory without a tokenizer (text null there).
     ref = sparkserve("run", os.path.join(GOLDEN, "text_tied"), "--ids", ids_arg(oracle.encode("in the").ids),
                      "--max-new", "6", "--ignore-eos", "--json")
-    assert json.loads(ref.stdout) == {"ids": out["ids"], "text": None}
+    j = json.loads(ref.stdout)
+    assert {k: j[k] for k in ("ids", "text")} == {"ids": out["ids"], "text": None}
     assert out["text"] == oracle.decode(out["ids"], skip_special_tokens=True)

@@ -16,6 +16,11 @@
 #   structured  structured outputs: `bench serve` of the random 4B model at 1 and 64 users with every
 #           request constrained (a JSON schema that cannot end before max_tokens) against the same
 #           runs unconstrained (issue 27's target: within 5% at 64 users)
+#   spec    speculative decoding (n-gram drafts verified on the GPU; MTP drafting is CPU-only so far):
+#           greedy output with --spec ngram k=1..5 equals --spec off through `run` and 8 HTTP users
+#           (golden fixtures), the step cost curve of the random 4B model (bench engine --spec), and
+#           `bench serve` at 1, 8 and 64 users with --spec ngram against --spec off (the auto
+#           policy must turn itself down: never slower)
 #   4b      a random 4B nvfp4-mixed model: logits vs CPU, `bench engine`, `bench serve` at batch 1
 #           (BENCH_BATCH, BENCH_CONTEXT, BENCH_PROMPT=prompt lengths for prefill, BENCH_PROFILE=1: op times), many
 #           sequences at 1K context (BENCH_WIDE_BATCH), prefill TTFT (BENCH_PREFILL), fp8 KV at 8K
@@ -31,7 +36,7 @@
 set -uo pipefail
 BIN="$(realpath "${1:-build/bin}")"
 LOG_DIR="${OUT:-/tmp}"
-SECTIONS="${SPARKSERVE_GPU_SECTIONS:-ops,blackwell,kernels,model,tp1gpu,e2e,structured,4b}"
+SECTIONS="${SPARKSERVE_GPU_SECTIONS:-ops,blackwell,kernels,model,tp1gpu,e2e,structured,spec,4b}"
 want() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 SUMMARY=()
 status=0
@@ -146,6 +151,30 @@ if want structured; then
   grep -h "constraint" "$LOG_DIR"/struct-json-*.err | tail -4
   echo "structured section: $(elapsed $t)"
 fi
+if want spec; then
+  t=$(date +%s)
+  SPARKSERVE_E2E_BACKEND=cuda SPARKSERVE_E2E_SPEC_DRAFTERS=ngram SPARKSERVE_BUILD_DIR="$(dirname "$BIN")" \
+    SPARKSERVE_E2E_LOG_DIR="$LOG_DIR/e2e_servers_spec" python3 -m pytest -q -p no:cacheprovider \
+    tests/e2e/test_spec_decode.py 2>&1 | tee "$LOG_DIR/e2e_spec.log"
+  rc=${PIPESTATUS[0]}
+  record e2e-spec "$rc" "$(grep -E '[0-9]+ (passed|failed)' "$LOG_DIR/e2e_spec.log" | tail -1) ($(elapsed $t))"
+  make_4b
+  # The step cost curve (one sequence of 1..256 tokens a step): verify 1+3 at batch 1 = the 4-token
+  # row against the 1-token row.
+  "$BIN/sparkserve" bench engine "$M4B" --spec ngram --batch 1,8 --context 0 --steps 32 --repeats 3 \
+    2>&1 | tee "$LOG_DIR/bench_engine_spec.log"
+  record spec-curve "${PIPESTATUS[0]}" "$(awk '$1=="4" && NF==4 {print "4 tokens: " $4 "x one token"}' "$LOG_DIR/bench_engine_spec.log")"
+  for users in 1 8 64; do
+    batch=$(( users < 8 ? 8 : users ))
+    serve_bench "spec-off-$users" "$M4B" "$batch" 2048 512 128 $(( users * 4 )) "$users" --spec off
+    serve_bench "spec-ngram-$users" "$M4B" "$batch" 2048 512 128 $(( users * 4 )) "$users" --spec ngram
+    off=$(grep -i 'output token throughput' "$LOG_DIR/bench_spec-off-$users.log" | head -1 | grep -Eo '[0-9]+(\.[0-9]+)?' | head -1)
+    on=$(grep -i 'output token throughput' "$LOG_DIR/bench_spec-ngram-$users.log" | head -1 | grep -Eo '[0-9]+(\.[0-9]+)?' | head -1)
+    echo "spec $users users: ngram $on tok/s vs off $off tok/s"
+    grep -A3 "Speculative Decoding" "$LOG_DIR/bench_spec-ngram-$users.log" | head -4
+  done
+  echo "spec section: $(elapsed $t)"
+fi
 if want 4b; then
   t=$(date +%s)
   make_4b
@@ -250,7 +279,7 @@ fi
 
 echo
 echo "== failures =="
-for f in ops blackwell model e2e_bf16 e2e_fp8 e2e_bf16state model_4b e2e_tp; do
+for f in ops blackwell model e2e_bf16 e2e_fp8 e2e_bf16state e2e_spec model_4b e2e_tp; do
   [ -f "$LOG_DIR/$f.log" ] && grep -E -A12 "Failure$|^FAILED|Error:" "$LOG_DIR/$f.log" | head -60
 done
 for kv in bf16 fp8 bf16state; do
@@ -262,6 +291,7 @@ for kv in bf16 fp8 bf16state; do
 done
 [ -f "$LOG_DIR/kernel_check.log" ] && sed -n "/^kernel  *us/,\$p" "$LOG_DIR/kernel_check.log"
 [ -f "$LOG_DIR/bench_engine.log" ] && grep -v '\[info\]' "$LOG_DIR/bench_engine.log"
+[ -f "$LOG_DIR/bench_engine_spec.log" ] && grep -v '\[info\]' "$LOG_DIR/bench_engine_spec.log"
 [ -f "$LOG_DIR/bench_engine_fp8.log" ] && grep -v '\[info\]' "$LOG_DIR/bench_engine_fp8.log"
 [ -f "$LOG_DIR/bench_engine_wide.log" ] && grep -v '\[info\]' "$LOG_DIR/bench_engine_wide.log"
 for f in "$LOG_DIR"/bench_engine_wide_*.log; do [ -f "$f" ] && { echo "-- $(basename "$f")"; grep -v '\[info\]' "$f" | tail -2; }; done
