@@ -69,6 +69,7 @@ absl::Status ObserveSamples(CpuModelRunner& runner, const std::vector<std::vecto
     m.tokens.assign(ids.begin() + 1, ids.end());
     m.hidden_row = 0;
     m.kv_pages = plan.seqs[0].kv_pages;
+    m.logits = LogitsWanted::kAll;  // the shared lm_head observes the MTP's rows too, as drafting feeds it
     auto mo = runner.Run(mtp);
     if (!mo.ok()) return core::Annotate(mo.status(), fmt::format("calibration sample {} (MTP)", i));
   }
