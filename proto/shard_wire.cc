@@ -1,6 +1,8 @@
 // Shard manifest and runner options on the wire (see shard_wire.h).
 #include "proto/shard_wire.h"
 
+#include <algorithm>
+
 #include "fmt/format.h"
 #include "proto/sha256.h"
 
@@ -59,6 +61,7 @@ RunnerSettings RunnerSettingsToWire(const model::RunnerOptions& o) {
   s.set_kv_dtype(o.kv_dtype == model::KvCacheDtype::kFp8 ? "fp8" : "bf16");
   s.set_state_dtype(o.state_dtype == model::StateDtype::kBf16 ? "bf16" : "fp32");
   s.set_w4a4_prefill(o.w4a4_prefill);
+  s.set_max_verify_tokens(o.max_verify_tokens);
   return s;
 }
 
@@ -94,6 +97,7 @@ absl::StatusOr<model::RunnerOptions> RunnerSettingsFromWire(const RunnerSettings
   o.cuda_graphs = s.cuda_graphs();
   o.gpu_memory_utilization = s.gpu_memory_utilization();
   o.w4a4_prefill = s.w4a4_prefill();
+  o.max_verify_tokens = std::max(1, s.max_verify_tokens());  // 0: a head from before speculation
   return o;
 }
 

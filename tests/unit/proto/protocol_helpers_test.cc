@@ -99,6 +99,7 @@ TEST(ShardWire, RunnerSettingsRoundTripAndBadNamesAreRefused) {
   o.kv_dtype = model::KvCacheDtype::kFp8;
   o.state_dtype = model::StateDtype::kBf16;
   o.gpu_memory_utilization = 0.5;
+  o.max_verify_tokens = 6;
   absl::StatusOr<model::RunnerOptions> back = RunnerSettingsFromWire(RunnerSettingsToWire(o));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->backend, model::Backend::kCuda);
@@ -108,6 +109,7 @@ TEST(ShardWire, RunnerSettingsRoundTripAndBadNamesAreRefused) {
   EXPECT_EQ(back->kv_dtype, model::KvCacheDtype::kFp8);
   EXPECT_EQ(back->state_dtype, model::StateDtype::kBf16);
   EXPECT_EQ(back->gpu_memory_utilization, 0.5);
+  EXPECT_EQ(back->max_verify_tokens, 6);  // the nodes must keep the head's verify columns
   RunnerSettings bad = RunnerSettingsToWire(o);
   bad.set_kv_dtype("fp4");
   EXPECT_THAT(std::string(RunnerSettingsFromWire(bad).status().message()), HasSubstr("kv_dtype 'fp4'"));
