@@ -37,6 +37,7 @@ SpecDecoder::SpecDecoder(SpecConfig config, std::unique_ptr<Drafter> drafter,
       global_tried_(static_cast<size_t>(config_.max_drafts), 0.0),
       global_accepted_(static_cast<size_t>(config_.max_drafts), 0.0) {
   counters_.accepted_per_pos.assign(static_cast<size_t>(config_.max_drafts), 0);
+  for (const StepCostPoint& p : config_.fixed_costs) cost_.Observe(p.tokens, p.seconds);
 }
 
 double SpecDecoder::Rate(double accepted, double tried, double prior, double weight) {
@@ -157,6 +158,7 @@ void SpecDecoder::Record(scheduler::SeqId id, int32_t drafted, int32_t accepted)
 }
 
 void SpecDecoder::ObserveStep(int64_t tokens, int32_t max_drafts, double seconds) {
+  if (!config_.fixed_costs.empty()) return;
   if (max_drafts == 0) {
     cost_.Observe(tokens, seconds);
   } else {

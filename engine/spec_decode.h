@@ -41,6 +41,9 @@ struct SpecConfig {
   std::shared_ptr<Drafter> drafter;
   // auto: measure the step cost curve at start-up (else it is learnt from the steps alone).
   bool measure_at_start = true;
+  // auto: a given step cost curve (seconds by tokens fed), neither measured nor learnt: tests that
+  // must not depend on the machine's load.
+  std::vector<StepCostPoint> fixed_costs;
 };
 
 // Speculation counters (vLLM's spec_decode_* names): verify windows, drafted tokens, accepted

@@ -314,6 +314,9 @@ TEST(SpecPolicyAuto, TurnsDraftingDownWhenNothingIsAcceptedAndUpWhenAllIs) {
   for (auto kind : {KnownContinuationDrafter::kWrong, KnownContinuationDrafter::kReplay}) {
     SpecConfig s = Spec(SpecMode::kNgram, 4, SpecPolicy::kAuto);
     s.drafter = std::make_shared<KnownContinuationDrafter>(plain, kind);
+    // A GPU-like curve (a few tokens cost about one), fixed: the policy's choices must not depend
+    // on this machine's load (measured costs on a loaded 2-core machine made drafting look dear).
+    s.fixed_costs = {{1, 1.0e-3}, {8, 1.1e-3}, {32, 1.5e-3}, {256, 6.0e-3}};
     auto e = MakeEngine("text_tied", {.max_batch = 4, .max_seq_len = 128, .spec = s});
     std::vector<Request> requests;
     std::vector<std::vector<int32_t>> want;
@@ -325,8 +328,11 @@ TEST(SpecPolicyAuto, TurnsDraftingDownWhenNothingIsAcceptedAndUpWhenAllIs) {
     const EngineStats st = e->Stats();
     const int64_t generated = static_cast<int64_t>(plain.size()) * kTokens;
     if (kind == KnownContinuationDrafter::kWrong) {
-      // A few tries while the prior is hopeful, then a one-draft probe every 16 idle steps.
-      EXPECT_LT(st.spec_num_draft_tokens, generated / 4) << st.spec_num_draft_tokens;
+      // A few tries while the prior is hopeful, then a one-draft probe every 16 idle steps: far
+      // below the 4 x generated that drafting K every step would make. How many sequences try
+      // before the pooled rate has learnt depends on how the requests' arrivals fall into steps
+      // (seen: 16-75 drafts), hence the margin.
+      EXPECT_LT(st.spec_num_draft_tokens, generated / 2) << st.spec_num_draft_tokens;
     } else {
       EXPECT_GT(st.spec_num_accepted_tokens, generated / 2) << st.spec_num_accepted_tokens;
     }
