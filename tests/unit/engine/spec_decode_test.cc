@@ -3,6 +3,8 @@
 // commits, pages of rejected drafts released).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <vector>
 
 #include "engine/drafter.h"
@@ -27,6 +29,36 @@ TEST(NgramDrafter, ContinuesTheMostRecentEarlierOccurrenceOfTheLongestSuffix) {
   EXPECT_TRUE(d.Propose(std::vector<int32_t>{1, 2, 3, 4}, 4).empty());
   EXPECT_TRUE(d.Propose(std::vector<int32_t>{1}, 4).empty());
   EXPECT_TRUE(d.Propose(t, 0).empty());
+}
+
+// The definition, one scan per n: the longest suffix of min_n..max_n tokens that occurred before,
+// continued from its most recent earlier occurrence.
+std::vector<int32_t> NgramByDefinition(const std::vector<int32_t>& t, int32_t min_n, int32_t max_n, int32_t k) {
+  const auto L = static_cast<int32_t>(t.size());
+  for (int32_t n = std::min(max_n, L - 1); n >= min_n; --n) {
+    for (int32_t i = L - n - 1; i >= 0; --i) {
+      if (!std::equal(t.end() - n, t.end(), t.begin() + i)) continue;
+      return std::vector<int32_t>(t.begin() + i + n, t.begin() + std::min(L, i + n + k));
+    }
+  }
+  return {};
+}
+
+TEST(NgramDrafter, EqualsTheDefinitionOnRandomHistories) {
+  std::mt19937 rng(7);
+  int64_t proposals = 0;
+  for (int trial = 0; trial < 4000; ++trial) {
+    const int32_t min_n = 1 + static_cast<int32_t>(rng() % 3), max_n = min_n + static_cast<int32_t>(rng() % 4);
+    const int32_t alphabet = 2 + static_cast<int32_t>(rng() % 6);  // small: many repeats
+    std::vector<int32_t> t(rng() % 40);
+    for (int32_t& x : t) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(alphabet));
+    const int32_t k = 1 + static_cast<int32_t>(rng() % 6);
+    NgramDrafter d(min_n, max_n);
+    const std::vector<int32_t> want = NgramByDefinition(t, min_n, max_n, k);
+    ASSERT_EQ(d.Propose(t, k), want) << "trial " << trial;
+    proposals += want.empty() ? 0 : 1;
+  }
+  EXPECT_GT(proposals, 1000);  // the histories exercised matches, not only misses
 }
 
 TEST(StepCostCurve, InterpolatesAndExtrapolatesPessimistically) {
