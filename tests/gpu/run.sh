@@ -270,7 +270,7 @@ if want tp; then
   # Start-up figures on this host's CPUs with the random 4B (when the 4b section made it): bytes
   # shipped and time to healthy, first start (empty node cache) and second start.
   if [ -f /tmp/sparkserve_4b_nvfp4/config.json ]; then
-    timeout 900 bench/tp_start.sh /tmp/sparkserve_4b_nvfp4 1 "$BIN" -- --backend cpu --max-batch 1 --max-seq-len 256 \
+    timeout 900 bench/tp_start.sh /tmp/sparkserve_4b_nvfp4 1 "$BIN" -- --backend cpu --max-batch 1 --max-seq-len 256 --spec off \
       2>&1 | tee "$TP_DIR/start_4b_cpu.log"
     record tp-start-4b "${PIPESTATUS[0]}" "$(grep '^start' "$TP_DIR/start_4b_cpu.log" | sed 's/ (TP.*//' | tr '\n' ';')"
   fi
