@@ -169,7 +169,7 @@ absl::Status Checkpoint::Build() {
     }
     QuantizedLinear m;
     m.name = prefix;
-    auto get = [&](const char* param) -> absl::StatusOr<core::Tensor> {
+    auto get = [&c, &p = p](const char* param) -> absl::StatusOr<core::Tensor> {  // (clang 14: no capture of a binding)
       if (!p.count(param)) return core::Tensor();
       return c.tensors_.at(p.at(param));
     };
