@@ -30,7 +30,7 @@ done
 metric() { curl -s "$1/metrics" | sed -n "s/^sparkserve:$2{[^}]*} //p" | head -1 | xargs printf "%.0f"; }
 for start in 1 2; do
   : >"$WORK/serve$start.out"
-  t0=$(date +%s.%N)
+  t0=$(date +%s%N)
   "$BIN/sparkserve" serve "$MODEL" --host 127.0.0.1 --port 0 --nodes "$targets" --token-file "$WORK/token" "$@" \
     >"$WORK/serve$start.out" 2>"$WORK/serve$start.err" &
   serve_pid=$!
@@ -44,8 +44,8 @@ for start in 1 2; do
     kill -0 "$serve_pid" 2>/dev/null || { cat "$WORK/serve$start.err" >&2; exit 1; }
     sleep 0.02
   done
-  t1=$(date +%s.%N)
-  echo "start $start: healthy after $(echo "$t1 - $t0" | bc -l | xargs printf '%.2f') s," \
+  t1=$(date +%s%N)
+  echo "start $start: healthy after $(( (t1 - t0) / 1000000000 )).$(printf '%02d' $(( (t1 - t0) / 10000000 % 100 ))) s," \
     "shipped $(metric "$url" shard_bytes_sent_total) bytes, reused $(metric "$url" shard_bytes_reused_total) bytes" \
     "(TP=$((NODES + 1)), $(basename "$MODEL"))"
   kill -TERM "$serve_pid"
