@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/collective.h"
+#include "engine/cluster/cluster_status.h"
 #include "engine/node_client.h"
 #include "model/model_runner.h"
 #include "model/runner_factory.h"
@@ -34,22 +35,6 @@ struct ClusterOptions {
   std::chrono::milliseconds connect_timeout{5000};   // per node and attempt
   std::chrono::milliseconds load_timeout{1800000};   // one node's LoadShard, its runner's build included
   std::chrono::milliseconds max_backoff{5000};       // between failed sync attempts
-};
-
-// What the cluster is doing, for /health and /metrics.
-struct ClusterStatus {
-  bool serving = false;
-  std::string detail;          // why it is not serving (or the transport when it is)
-  int32_t world = 1;
-  std::string transport;
-  uint64_t shard_bytes_sent_total = 0;    // tensor bytes shipped to nodes
-  uint64_t shard_bytes_reused_total = 0;  // tensor bytes the nodes already had
-  int64_t syncs_total = 0;                // completed syncs (start-up, then one per recovery)
-  // Per-step costs on the head (steps that ran on every rank): encoding the plan and writing it to
-  // every node's stream, and the lockstep check (digest + one small all-reduce).
-  int64_t steps_total = 0;
-  double control_seconds_total = 0;
-  double lockstep_seconds_total = 0;
 };
 
 // Rank r's shard for the nodes: its tensors, config.json and calibration.

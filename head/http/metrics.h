@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/cluster/cluster_runner.h"
+#include "engine/cluster/cluster_status.h"
 #include "engine/engine_api.h"
 
 namespace sparkserve::head::http {

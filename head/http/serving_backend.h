@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/cluster/cluster_runner.h"
+#include "engine/cluster/cluster_status.h"
 #include "engine/engine_api.h"
 #include "head/http/json_io.h"
 #include "scheduler/request.h"
