@@ -22,10 +22,9 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "text/constraint/grammar.h"
+#include "text/constraint/json_text.h"
 
 namespace sparkserve::text::constraint {
-
-inline constexpr int kMaxIndent = 20;
 
 // The grammar of JSON text valid against `schema`.
 absl::StatusOr<Grammar> JsonSchemaGrammar(const nlohmann::ordered_json& schema);
@@ -37,9 +36,5 @@ Grammar JsonObjectGrammar();
 // `root` (default: `schema` itself).
 absl::StatusOr<ExprPtr> AddJsonSchema(Grammar& g, const nlohmann::ordered_json& schema, std::string_view prefix,
                                       const nlohmann::ordered_json* root = nullptr);
-// The whitespace allowed between JSON tokens.
-ExprPtr JsonWhitespace();
-// The body of a JSON string (between the quotes) holding `min`..`max` characters (max < 0: any).
-ExprPtr JsonStringChars(int32_t min, int32_t max);
 
 }  // namespace sparkserve::text::constraint
