@@ -253,7 +253,7 @@ int RunBenchEngine(const BenchEngineArgs& a) {
     options.max_step_tokens = std::max(options.max_step_tokens, 256);
   }
   engine::cluster::ClusterRunner* cluster = nullptr;
-  auto loaded = engine::cluster::LoadRunner(a.model_dir, options, a.cluster, a.collective, &cluster);
+  auto loaded = engine::cluster::LoadRunner(a.model_dir, options, a.cluster, &cluster);
   if (!loaded.ok()) {
     spdlog::error("bench engine: loading {}: {}", a.model_dir, std::string(loaded.status().message()));
     return 1;

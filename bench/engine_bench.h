@@ -39,7 +39,6 @@ struct BenchEngineArgs {
   engine::SpecConfig spec;
   // Tensor parallelism across machines (no nodes: one machine).
   engine::cluster::ClusterOptions cluster;
-  engine::cluster::CollectiveKind collective = engine::cluster::CollectiveKind::kGloo;
 };
 
 // Returns the process exit code (0 ok, 1 run failure, 2 bad arguments).

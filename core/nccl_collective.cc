@@ -220,8 +220,10 @@ absl::StatusOr<std::unique_ptr<NcclCollective>> NcclCollective::Create(const Ncc
           "ports); the communicator was aborted",
           o.world, Seconds(o.timeout), o.rank, o.device));
     }
-    return absl::UnavailableError(
-        fmt::format("NCCL group: rank {} of {} on cuda:{} could not join: {}", o.rank, o.world, o.device, detail));
+    // ncclInvalidUsage: a set-up no retry can fix (two ranks on one GPU: "Duplicate GPU detected").
+    const std::string message =
+        fmt::format("NCCL group: rank {} of {} on cuda:{} could not join: {}", o.rank, o.world, o.device, detail);
+    return state == ncclInvalidUsage ? absl::InvalidArgumentError(message) : absl::UnavailableError(message);
   }
   spdlog::info("NCCL {} group joined: rank {} of {} on cuda:{} ({})", VersionString(api->version), o.rank, o.world,
                o.device, api->path);

@@ -54,7 +54,8 @@ class NcclCollective : public Collective {
   static absl::StatusOr<std::string> NewUniqueId();
   // Joins the group: InvalidArgument on a bad rank/world/device/id or a timeout <= 0,
   // FailedPrecondition when NCCL or CUDA are unavailable, DeadlineExceeded when the others do not
-  // all join within the timeout, Internal for NCCL's own errors.
+  // all join within the timeout, InvalidArgument when NCCL calls the set-up invalid (two ranks on one
+  // GPU), Unavailable when a peer failed the join, Internal for NCCL's other errors.
   static absl::StatusOr<std::unique_ptr<NcclCollective>> Create(const NcclOptions& options);
   static absl::StatusOr<std::unique_ptr<NcclCollective>> Create(int32_t rank, int32_t world,
                                                                 std::string_view unique_id, int32_t device,

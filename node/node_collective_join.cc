@@ -1,9 +1,11 @@
-// NodeService::InitCollective: the node joins the session's Gloo group. The rendezvous store is
+// NodeService::InitCollective: the node joins the session's group. Gloo: the rendezvous store is
 // relayed by the head over this stream (the node's keys go up, the other ranks' come down), so the
-// group needs no port beyond Gloo's own and no store server anywhere.
+// group needs no port beyond Gloo's own and no store server anywhere. NCCL: the setup carries the
+// head's unique id, and the node joins on its own --device.
 #include <thread>
 
 #include "core/gloo_collective.h"
+#include "core/nccl_groups.h"
 #include "fmt/format.h"
 #include "node/node_service.h"
 #include "spdlog/spdlog.h"
@@ -42,6 +44,27 @@ class RelayStore : public core::RendezvousStore {
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<core::Collective>> NodeServiceImpl::JoinOwnRank(const proto::CollectiveSetup& setup,
+                                                                              core::RendezvousStore& store) {
+  if (setup.kind() == proto::COLLECTIVE_NCCL) {
+    core::NcclOptions o;
+    o.rank = setup.rank();
+    o.world = setup.world_size();
+    o.device = options_.device;
+    o.unique_id = setup.nccl_unique_id();
+    o.timeout = std::chrono::milliseconds(setup.join_timeout_ms() > 0 ? setup.join_timeout_ms() : setup.timeout_ms());
+    return (options_.nccl ? options_.nccl : core::RealNcclGroups())->Join(o);
+  }
+  core::GlooOptions o;
+  o.rank = setup.rank();
+  o.world = setup.world_size();
+  o.host = setup.host();
+  o.timeout = std::chrono::milliseconds(setup.timeout_ms());
+  absl::StatusOr<std::unique_ptr<core::GlooCollective>> group = core::GlooCollective::Create(o, store);
+  if (!group.ok()) return group.status();
+  return std::unique_ptr<core::Collective>(*std::move(group));
+}
+
 grpc::Status NodeServiceImpl::InitCollective(grpc::ServerContext* ctx, Stream* stream) {
   proto::RendezvousMessage msg;
   if (!stream->Read(&msg) || !msg.has_setup()) {
@@ -52,11 +75,7 @@ grpc::Status NodeServiceImpl::InitCollective(grpc::ServerContext* ctx, Stream* s
   if (grpc::Status st = CheckSession(sid, /*need_attached=*/true, ctx); !st.ok()) return st;
   CallScope end_call{this, sid, ctx};
 
-  if (setup.kind() == proto::COLLECTIVE_NCCL) {
-    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                        "this sparkserve-node has no NCCL collective yet; use --collective gloo");
-  }
-  if (setup.kind() != proto::COLLECTIVE_GLOO) {
+  if (setup.kind() != proto::COLLECTIVE_GLOO && setup.kind() != proto::COLLECTIVE_NCCL) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "InitCollective: unknown collective kind");
   }
   {
@@ -71,6 +90,10 @@ grpc::Status NodeServiceImpl::InitCollective(grpc::ServerContext* ctx, Stream* s
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         fmt::format("InitCollective: timeout {} ms is outside 100..600000", setup.timeout_ms()));
   }
+  if (setup.join_timeout_ms() > 600000) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        fmt::format("InitCollective: join timeout {} ms is above 600000", setup.join_timeout_ms()));
+  }
 
   RelayStore store(stream);
   std::thread reader([&] {
@@ -80,12 +103,8 @@ grpc::Status NodeServiceImpl::InitCollective(grpc::ServerContext* ctx, Stream* s
     }
     store.local.Fail(absl::UnavailableError("rendezvous: the head closed the stream"));
   });
-  core::GlooOptions o;
-  o.rank = setup.rank();
-  o.world = setup.world_size();
-  o.host = setup.host();
-  o.timeout = std::chrono::milliseconds(setup.timeout_ms());
-  absl::StatusOr<std::unique_ptr<core::GlooCollective>> group = core::GlooCollective::Create(o, store);
+  const int32_t rank = setup.rank(), world = setup.world_size();
+  absl::StatusOr<std::unique_ptr<core::Collective>> group = JoinOwnRank(setup, store);
   proto::RendezvousMessage ready;
   if (group.ok()) {
     const std::string transport = (*group)->transport();
@@ -95,20 +114,21 @@ grpc::Status NodeServiceImpl::InitCollective(grpc::ServerContext* ctx, Stream* s
     } else {
       LeaveGroup(joined_session_);
       // The loaded runner's group when it is this rank's (steps); else a bare one (cluster-check).
-      if (loaded_ && loaded_->group->rank() == o.rank && loaded_->group->world() == o.world) {
+      if (loaded_ && loaded_->group->rank() == rank && loaded_->group->world() == world) {
         joined_ = loaded_->group.get();
       } else {
-        check_group_ = std::make_unique<core::ReplaceableCollective>(o.rank, o.world);
+        check_group_ = std::make_unique<core::ReplaceableCollective>(rank, world);
         joined_ = check_group_.get();
       }
       (void)joined_->Replace(*std::move(group));
       joined_session_ = sid;
       ready.mutable_ready()->set_transport(transport);
-      spdlog::info("joined the group as rank {} of {} ({})", o.rank, o.world, transport);
+      spdlog::info("joined the group as rank {} of {} ({})", rank, world, transport);
     }
   } else {
-    spdlog::error("joining the group as rank {} of {}: {}", o.rank, o.world, std::string(group.status().message()));
+    spdlog::error("joining the group as rank {} of {}: {}", rank, world, std::string(group.status().message()));
     ready.mutable_ready()->set_error(std::string(group.status().message()));
+    ready.mutable_ready()->set_error_code(static_cast<int32_t>(group.status().code()));
   }
   if (ready.ready().error().empty()) SetState(sid, proto::NODE_STATE_COLLECTIVE_READY);
   if (!store.Write(ready)) ctx->TryCancel();

@@ -2,9 +2,9 @@
 // (HMAC challenge over the token) open a session; every later call names it; it ends when its
 // Attach stream ends (head gone: noticed by gRPC keepalive within a few seconds), on Shutdown, or
 // when an authenticated head never attaches. LoadShard fills the content-addressed cache and builds
-// the rank's runner (kept for the next session of the same shard); InitCollective joins the Gloo
-// group through a rendezvous relayed by the head; Attach then carries the steps, each checked in
-// lockstep with every rank.
+// the rank's runner (kept for the next session of the same shard); InitCollective joins the group
+// (Gloo through a rendezvous relayed by the head; NCCL with the head's unique id); Attach then
+// carries the steps, each checked in lockstep with every rank.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -20,6 +20,8 @@
 #include <thread>
 
 #include "core/collective.h"
+#include "core/nccl_groups.h"
+#include "core/rendezvous_store.h"
 #include "model/runner_factory.h"
 #include "node/shard_cache.h"
 #include "proto/node.grpc.pb.h"
@@ -40,6 +42,8 @@ struct NodeOptions {
   // What this node insists on; defaults are this build's. Tests override them.
   uint32_t protocol_version = proto::kNodeProtocolVersion;
   std::string build_id = kBuildId;
+  // NCCL groups (--collective nccl): null is core::RealNcclGroups(); tests pass a stand-in.
+  std::shared_ptr<core::NcclGroups> nccl;
 };
 
 class NodeServiceImpl final : public proto::NodeService::Service {
@@ -109,6 +113,9 @@ class NodeServiceImpl final : public proto::NodeService::Service {
   absl::Status RunCheck(const proto::CollectiveCheck& check);
   // Drops the group of `session_id` (a failed step, or its session ended). Caller holds runtime_mu_.
   void LeaveGroup(const std::string& session_id);
+  // This rank's part of InitCollective's group (Gloo over `store`, or NCCL on options_.device).
+  absl::StatusOr<std::unique_ptr<core::Collective>> JoinOwnRank(const proto::CollectiveSetup& setup,
+                                                               core::RendezvousStore& store);
 
   const NodeOptions options_;
   const std::chrono::steady_clock::time_point started_;

@@ -56,9 +56,12 @@ absl::StatusOr<ClusterCheckResult> RunClusterCheck(const ClusterOptions& options
   absl::StatusOr<std::string> head_host = LocalAddressFacing(members.front().host);
   if (!head_host.ok()) return head_host.status();
   GroupOptions go;
+  go.kind = options.collective;
+  go.head_device = options.device;
+  go.nccl = options.nccl;
   go.head_host = *head_host;
   go.op_timeout = options.op_timeout;
-  absl::StatusOr<std::unique_ptr<core::Collective>> group = JoinGlooGroup(members, go);
+  absl::StatusOr<std::unique_ptr<core::Collective>> group = JoinGroup(members, go);
   if (!group.ok()) return group.status();
   out.transport = (*group)->transport();
 

@@ -290,6 +290,9 @@ absl::Status ClusterRunner::SyncOnce() {
   // on the route to the first node.
   std::vector<GroupMember> members;
   GroupOptions go;
+  go.kind = options_.collective;
+  go.head_device = options_.device;
+  go.nccl = options_.nccl;
   go.op_timeout = options_.op_timeout;
   for (size_t i = 0; i < n; ++i) {
     absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(options_.nodes[i]);
@@ -306,7 +309,7 @@ absl::Status ClusterRunner::SyncOnce() {
     return head_host.status();
   }
   go.head_host = *head_host;
-  absl::StatusOr<std::unique_ptr<core::Collective>> joined = JoinGlooGroup(members, go);
+  absl::StatusOr<std::unique_ptr<core::Collective>> joined = JoinGroup(members, go);
   if (!joined.ok()) {
     close_all();
     return joined.status();

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "core/collective.h"
 #include "engine/cluster/cluster_status.h"
+#include "engine/cluster/group_join.h"
 #include "engine/node_client.h"
 #include "model/model_runner.h"
 #include "model/runner_factory.h"
@@ -35,6 +36,10 @@ struct ClusterOptions {
   std::chrono::milliseconds connect_timeout{5000};   // per node and attempt
   std::chrono::milliseconds load_timeout{1800000};   // one node's LoadShard, its runner's build included
   std::chrono::milliseconds max_backoff{5000};       // between failed sync attempts
+  // The data plane: gloo (host buffers; device ones staged) or nccl (the CUDA backend).
+  CollectiveKind collective = CollectiveKind::kGloo;
+  int32_t device = 0;                        // nccl: this head's CUDA device
+  std::shared_ptr<core::NcclGroups> nccl;    // nccl: null is core::RealNcclGroups(); tests substitute
 };
 
 // Rank r's shard for the nodes: its tensors, config.json and calibration.

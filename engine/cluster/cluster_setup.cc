@@ -11,20 +11,21 @@
 namespace sparkserve::engine::cluster {
 
 absl::StatusOr<model::LoadedRunner> LoadRunner(const std::string& model_dir, const model::RunnerOptions& options,
-                                               const ClusterOptions& cluster_options, CollectiveKind collective,
-                                               ClusterRunner** cluster) {
+                                               const ClusterOptions& given_cluster_options, ClusterRunner** cluster) {
   *cluster = nullptr;
-  if (cluster_options.nodes.empty()) return model::LoadModelRunner(model_dir, options);
-  if (collective == CollectiveKind::kNccl) {
-    return absl::UnimplementedError(
-        "--collective nccl: the head does not join nodes over NCCL yet (the CUDA runner and core/nccl_collective "
-        "are ready; the unique-id exchange over the node protocol is not); use --collective gloo");
-  }
+  if (given_cluster_options.nodes.empty()) return model::LoadModelRunner(model_dir, options);
+  ClusterOptions cluster_options = given_cluster_options;
+  cluster_options.device = options.device;
   const int32_t world = static_cast<int32_t>(cluster_options.nodes.size()) + 1;
   model::RunnerOptions resolved = options;
   if (resolved.backend == model::Backend::kAuto) {  // as the runner factory: the GPU when there is one
     absl::StatusOr<std::vector<core::CudaDeviceInfo>> gpus = core::ListCudaDevices();
     resolved.backend = gpus.ok() && !gpus->empty() ? model::Backend::kCuda : model::Backend::kCpu;
+  }
+  // A stand-in NCCL (tests) runs on host buffers; the real one needs the CUDA backend.
+  if (cluster_options.collective == CollectiveKind::kNccl && resolved.backend == model::Backend::kCpu &&
+      !cluster_options.nccl) {
+    return absl::InvalidArgumentError("--collective nccl needs the CUDA backend; the CPU backend uses gloo");
   }
   ASSIGN_OR_RETURN(std::unique_ptr<CheckpointShards> shards, CheckpointShards::Open(model_dir));
   const model::Qwen35Config config = shards->config();
@@ -47,8 +48,9 @@ absl::StatusOr<model::LoadedRunner> LoadRunner(const std::string& model_dir, con
   out.config = config;
   *cluster = runner.get();
   out.runner = std::move(runner);
-  out.backend_description = fmt::format("{}, tensor-parallel over {} ranks (this head + {} node(s), gloo)",
-                                        local_description, world, cluster_options.nodes.size());
+  out.backend_description = fmt::format("{}, tensor-parallel over {} ranks (this head + {} node(s), {})",
+                                        local_description, world, cluster_options.nodes.size(),
+                                        CollectiveName(cluster_options.collective));
   return out;
 }
 

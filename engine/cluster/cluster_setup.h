@@ -9,14 +9,12 @@
 
 namespace sparkserve::engine::cluster {
 
-enum class CollectiveKind { kGloo, kNccl };
-
-// Refuses what this build cannot do (nccl: not wired yet) and what the model cannot split (TP must
-// divide the heads: the error names the config field and both counts). With nodes, `*cluster`
-// points at the ClusterRunner inside the result (it is syncing in the background: see
-// ClusterRunner::WaitUntilServing); else it is null.
+// Refuses what cannot work (nccl with the CPU backend) and what the model cannot split (TP must
+// divide the heads: the error names the config field and both counts). The head's rank runs on
+// options.device (its NCCL device too). With nodes, `*cluster` points at the ClusterRunner inside
+// the result (it is syncing in the background: see ClusterRunner::WaitUntilServing); else it is
+// null.
 absl::StatusOr<model::LoadedRunner> LoadRunner(const std::string& model_dir, const model::RunnerOptions& options,
-                                               const ClusterOptions& cluster_options, CollectiveKind collective,
-                                               ClusterRunner** cluster);
+                                               const ClusterOptions& cluster_options, ClusterRunner** cluster);
 
 }  // namespace sparkserve::engine::cluster

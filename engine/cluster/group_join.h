@@ -1,7 +1,8 @@
 // JoinGroup: builds the data-plane group of the head (rank 0) and its nodes. Each node gets its
-// setup over an InitCollective stream; the rendezvous keys every rank publishes are relayed by the
-// head to all the others (the head's own store is the hub), so the group needs no store server
-// and no port beyond the collective's own.
+// setup over an InitCollective stream. Gloo: the rendezvous keys every rank publishes are relayed
+// by the head to all the others (the head's own store is the hub), so the group needs no store
+// server and no port beyond the collective's own. NCCL: the head makes the unique id and sends it
+// in every setup (a fresh one for each group, so a re-sync never meets an old communicator).
 #pragma once
 #include <chrono>
 #include <memory>
@@ -10,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/collective.h"
+#include "core/nccl_groups.h"
 #include "engine/node_client.h"
 
 namespace sparkserve::engine::cluster {
@@ -20,15 +22,23 @@ struct GroupMember {
   std::string host;  // the node's address the other ranks connect to
 };
 
+enum class CollectiveKind { kGloo, kNccl };
+const char* CollectiveName(CollectiveKind kind);  // "gloo", "nccl"
+
 struct GroupOptions {
-  std::string head_host;                          // this machine's address the nodes connect to
+  CollectiveKind kind = CollectiveKind::kGloo;
+  std::string head_host;                          // gloo: this machine's address the nodes connect to
+  int32_t head_device = 0;                        // nccl: this process's CUDA device
+  std::shared_ptr<core::NcclGroups> nccl;         // nccl: null is core::RealNcclGroups()
   std::chrono::milliseconds op_timeout{3000};     // every collective operation's deadline
   std::chrono::milliseconds join_timeout{30000};  // the whole set-up
 };
 
-// Every node of `members` and this process join one Gloo group of 1 + members.size() ranks. The
-// errors name the node that failed (its own message when it could not join).
-absl::StatusOr<std::unique_ptr<core::Collective>> JoinGlooGroup(const std::vector<GroupMember>& members,
-                                                               const GroupOptions& options);
+// Every node of `members` and this process join one group of 1 + members.size() ranks. The errors
+// name the node that failed (its own message when it could not join); a node's set-up error that no
+// retry fixes (InvalidArgument, FailedPrecondition, Unimplemented: no NCCL there, two ranks on one
+// GPU) keeps its code, other failures are Unavailable.
+absl::StatusOr<std::unique_ptr<core::Collective>> JoinGroup(const std::vector<GroupMember>& members,
+                                                           const GroupOptions& options);
 
 }  // namespace sparkserve::engine::cluster

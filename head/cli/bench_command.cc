@@ -120,7 +120,6 @@ void AddBenchEngineSubcommand(CLI::App& bench, int* exit_code) {
       return;
     }
     args->cluster = resolved->options;
-    args->collective = resolved->collective;
     *exit_code = bench::RunBenchEngine(*args);
   });
 }

@@ -1,6 +1,7 @@
-// `sparkserve cluster-check --nodes host:port,... [--token-file F]`: handshake every node, join one
-// group of every rank (this machine + the nodes), time all-reduces of 8 KB and 16 MB, print latency
-// and bus bandwidth, and say plainly what the figures mean (TCP sockets, a slow path, loopback).
+// `sparkserve cluster-check --nodes host:port,... [--token-file F] [--collective gloo|nccl]`: handshake
+// every node, join one group of every rank (this machine + the nodes; nccl by default where this
+// machine has a GPU), time all-reduces of 8 KB and 16 MB, print latency and bus bandwidth, and say
+// plainly what the figures mean (TCP sockets, a slow path, loopback).
 #include <cstdio>
 
 #include "engine/cluster/cluster_check.h"
@@ -14,6 +15,7 @@ namespace {
 
 struct CheckArgs {
   ClusterFlags cluster;
+  int device = 0;
   int iterations = 20;
   int warmup = 5;
 };
@@ -28,11 +30,13 @@ int RunClusterCheck(const CheckArgs& a) {
     spdlog::error("cluster-check: give --nodes host:port,...");
     return 2;
   }
-  absl::StatusOr<ResolvedCluster> resolved = ResolveClusterFlags(a.cluster, model::Backend::kCpu);
+  // The collective a CUDA `serve` here would use (nccl with a GPU, else gloo), unless given.
+  absl::StatusOr<ResolvedCluster> resolved = ResolveClusterFlags(a.cluster, ResolveAutoBackend(model::Backend::kAuto));
   if (!resolved.ok()) {
     spdlog::error("cluster-check: {}", std::string(resolved.status().message()));
     return 2;
   }
+  resolved->options.device = a.device;
   absl::StatusOr<engine::cluster::ClusterCheckResult> r =
       engine::cluster::RunClusterCheck(resolved->options, {8 << 10, 16 << 20}, a.warmup, a.iterations);
   if (!r.ok()) {
@@ -69,6 +73,8 @@ void AddClusterCheckCommand(CLI::App& app, int* exit_code) {
       "latency, bus bandwidth, and what they mean");
   auto a = std::make_shared<CheckArgs>();
   AddClusterOptions(cmd, &a->cluster);
+  cmd->add_option("--device", a->device, "this machine's CUDA device for --collective nccl (default 0)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--iterations", a->iterations, "timed all-reduces per size (default 20)");
   cmd->add_option("--warmup", a->warmup, "untimed all-reduces first (default 5)");
   cmd->callback([=] {

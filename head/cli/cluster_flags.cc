@@ -72,17 +72,18 @@ absl::StatusOr<ResolvedCluster> ResolveClusterFlags(const ClusterFlags& f, model
     return absl::InvalidArgumentError("--collective-timeout must be within 0.1..600 seconds");
   }
   out.options.op_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.collective_timeout_s * 1000));
+  engine::cluster::CollectiveKind& collective = out.options.collective;
   if (f.collective == "gloo") {
-    out.collective = engine::cluster::CollectiveKind::kGloo;
+    collective = engine::cluster::CollectiveKind::kGloo;
   } else if (f.collective == "nccl") {
-    out.collective = engine::cluster::CollectiveKind::kNccl;
+    collective = engine::cluster::CollectiveKind::kNccl;
   } else if (f.collective.empty()) {
-    out.collective = backend == model::Backend::kCpu ? engine::cluster::CollectiveKind::kGloo
-                                                     : engine::cluster::CollectiveKind::kNccl;
+    collective = backend == model::Backend::kCpu ? engine::cluster::CollectiveKind::kGloo
+                                                 : engine::cluster::CollectiveKind::kNccl;
   } else {
     return absl::InvalidArgumentError(fmt::format("--collective '{}': use gloo or nccl", f.collective));
   }
-  if (out.collective == engine::cluster::CollectiveKind::kNccl && backend == model::Backend::kCpu) {
+  if (collective == engine::cluster::CollectiveKind::kNccl && backend == model::Backend::kCpu) {
     return absl::InvalidArgumentError("--collective nccl needs the CUDA backend; the CPU backend uses gloo");
   }
   return out;

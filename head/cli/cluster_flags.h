@@ -22,7 +22,6 @@ void AddClusterOptions(CLI::App* cmd, ClusterFlags* flags);
 
 struct ResolvedCluster {
   engine::cluster::ClusterOptions options;  // options.nodes empty: one machine
-  engine::cluster::CollectiveKind collective = engine::cluster::CollectiveKind::kGloo;
 };
 
 // kAuto as the runner factory resolves it: cuda when this build and machine have a GPU.

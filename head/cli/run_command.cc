@@ -58,7 +58,7 @@ int RunGenerate(const RunArgs& a) {
   options.max_step_tokens = static_cast<int32_t>(max_len);  // the prompt in one step
   ApplySpecToRunner(a.spec, &options);
   engine::cluster::ClusterRunner* cluster = nullptr;
-  auto loaded = engine::cluster::LoadRunner(a.dir, options, cluster_flags->options, cluster_flags->collective, &cluster);
+  auto loaded = engine::cluster::LoadRunner(a.dir, options, cluster_flags->options, &cluster);
   if (!loaded.ok()) {
     spdlog::error("run: loading {} (--backend {}): {}", a.dir, model::BackendName(options.backend),
                   std::string(loaded.status().message()));

@@ -58,7 +58,7 @@ int RunScore(const ScoreArgs& a) {
   options.max_seq_len = static_cast<int32_t>(std::max<int64_t>(T, 2));
   options.max_step_tokens = options.max_seq_len;
   engine::cluster::ClusterRunner* cluster = nullptr;
-  auto loaded = engine::cluster::LoadRunner(a.dir, options, resolved->options, resolved->collective, &cluster);
+  auto loaded = engine::cluster::LoadRunner(a.dir, options, resolved->options, &cluster);
   if (!loaded.ok()) {
     spdlog::error("score: loading {} (--backend {}): {}", a.dir, model::BackendName(options.backend),
                   std::string(loaded.status().message()));

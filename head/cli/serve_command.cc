@@ -249,7 +249,7 @@ int Serve(const ServeArgs& a) {
   runner.cuda_graphs = !a.enforce_eager;
   ApplySpecToRunner(a.spec, &runner);
   engine::cluster::ClusterRunner* cluster = nullptr;
-  auto loaded = engine::cluster::LoadRunner(a.dir, runner, cluster_flags->options, cluster_flags->collective, &cluster);
+  auto loaded = engine::cluster::LoadRunner(a.dir, runner, cluster_flags->options, &cluster);
   if (!loaded.ok()) {
     spdlog::error("serve: loading {} (--backend {}): {}", a.dir, model::BackendName(runner.backend),
                   std::string(loaded.status().message()));

@@ -50,7 +50,8 @@ class ResponseChannel {
   virtual void Write(std::string chunk) = 0;
   virtual void End() = 0;
   // Called at most once, on the strand, when the client closes the connection (or a write fails)
-  // before the response ended.
+  // before the response ended. The channel drops the callback once the response is finished, and
+  // with it what the callback holds (a generation's state holds the channel: no cycle outlives it).
   virtual void OnClientGone(std::function<void()> callback) = 0;
   // The connection's strand: post work here to keep a request's state single-threaded.
   virtual boost::asio::any_io_executor executor() = 0;

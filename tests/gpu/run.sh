@@ -30,8 +30,10 @@
 #           `run` ids equal TP=1 and `score` logits within the GPU tolerance of TP=1; `bench engine`
 #           TP=2 against TP=1 (per-step overhead); `bench serve` through a TP=2 server; the HTTP e2e
 #           suite against a TP=2 server; with the 4b section's model, bench/tp_start.sh on the CPU
-#           backend (bytes shipped, time to healthy). Not in the default list until the CUDA
-#           runner takes world > 1.
+#           backend (bytes shipped, time to healthy); --collective nccl on the one GPU must stop
+#           at once with NCCL's "duplicate GPU" refusal.
+#   tp2     (two GPUs) the same over NCCL with the node on cuda:1: greedy ids and logits of TP=2
+#           against TP=1, `bench engine` TP=2, `cluster-check --collective nccl`.
 # Logs go to $OUT (or /tmp); a short table of results comes last. Exit 1 when any check fails.
 set -uo pipefail
 BIN="$(realpath "${1:-build/bin}")"
@@ -266,6 +268,15 @@ if want tp; then
     tests/e2e/test_http_openai.py tests/e2e/test_http_anthropic.py 2>&1 | tee "$LOG_DIR/e2e_tp.log"
   rc=${PIPESTATUS[0]}
   record e2e-tp2 "$rc" "$(grep -E '[0-9]+ (passed|failed)' "$LOG_DIR/e2e_tp.log" | tail -1)"
+  # --collective nccl with head and node on this one GPU: NCCL refuses two ranks on one device, and
+  # start-up must stop at once with its message (a set-up error is not retried until a deadline).
+  t_n=$(date +%s)
+  timeout 120 "$BIN/sparkserve" run "$m" --backend cuda --ids "$tp_ids" --max-new 4 --nodes "$tp_node" \
+    --token-file "$TP_DIR/token" --collective nccl >"$TP_DIR/nccl_one_gpu.json" 2>"$TP_DIR/nccl_one_gpu.log"
+  rc=$?; secs=$(( $(date +%s) - t_n ))
+  why=$(grep -o -i -E 'duplicate gpu[^;"]*|invalid usage[^;"]*|no nccl[^;"]*' "$TP_DIR/nccl_one_gpu.log" | head -1)
+  nccl_rc=1; [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ -n "$why" ] && [ $secs -lt 60 ] && nccl_rc=0
+  record tp-nccl-1gpu $nccl_rc "run exit $rc after ${secs} s: ${why:-$(tail -1 "$TP_DIR/nccl_one_gpu.log" | cut -c1-160)}"
   kill -TERM "$tp_node_pid"; wait "$tp_node_pid"
   # Start-up figures on this host's CPUs with the random 4B (when the 4b section made it): bytes
   # shipped and time to healthy, first start (empty node cache) and second start.
@@ -275,6 +286,52 @@ if want tp; then
     record tp-start-4b "${PIPESTATUS[0]}" "$(grep '^start' "$TP_DIR/start_4b_cpu.log" | sed 's/ (TP.*//' | tr '\n' ';')"
   fi
   echo "tp section: $(elapsed $t)"
+fi
+
+if want tp2; then
+  t=$(date +%s)
+  TP2_DIR="$LOG_DIR/tp2"
+  mkdir -p "$TP2_DIR"
+  if [ "$(nvidia-smi -L | wc -l)" -lt 2 ]; then
+    record tp2 1 "needs two GPUs (nvidia-smi lists $(nvidia-smi -L | wc -l))"
+  else
+    printf 'gpu-suite-tp2-token\n' >"$TP2_DIR/token" && chmod 600 "$TP2_DIR/token"
+    "$BIN/sparkserve-node" --host 127.0.0.1 --port 0 --device 1 --cache-dir "$TP2_DIR/cache" \
+      --token-file "$TP2_DIR/token" 2>"$TP2_DIR/node.log" &
+    tp2_node_pid=$!
+    tp2_node=""
+    for _ in $(seq 1 100); do
+      tp2_node=$(grep -o 'listening on 127\.0\.0\.1:[0-9]*' "$TP2_DIR/node.log" | head -1 | sed 's/listening on //')
+      [ -n "$tp2_node" ] && break
+      sleep 0.2
+    done
+    NCCL_FLAGS=(--nodes "$tp2_node" --token-file "$TP2_DIR/token" --collective nccl)
+    tp_ids=3,17,250,9,88,201,5,5,130,64,7,300
+    tp2_rc=0; tp2_detail=""
+    for recipe in nvfp4-mixed fp8; do
+      m="$TP2_DIR/demo_$recipe"
+      [ -f "$m/config.json" ] || "$BIN/sparkserve" demo-model "$m" --shape tiny --recipe "$recipe" --seed 7 --quiet
+      for tp in 1 2; do
+        flags=(); [ $tp = 2 ] && flags=("${NCCL_FLAGS[@]}")
+        timeout 300 "$BIN/sparkserve" run "$m" --backend cuda --ids "$tp_ids" --max-new 32 --ignore-eos --json \
+          "${flags[@]}" >"$TP2_DIR/run_${recipe}_tp$tp.json" 2>>"$TP2_DIR/run.log" || tp2_rc=1
+        timeout 300 "$BIN/sparkserve" score "$m" --backend cuda --ids "$tp_ids" \
+          --out "$TP2_DIR/score_${recipe}_tp$tp.npy" "${flags[@]}" 2>>"$TP2_DIR/run.log" || tp2_rc=1
+      done
+      line=$(python3 tests/gpu/tp_compare.py "$TP2_DIR/run_${recipe}_tp1.json" "$TP2_DIR/run_${recipe}_tp2.json" \
+        "$TP2_DIR/score_${recipe}_tp1.npy" "$TP2_DIR/score_${recipe}_tp2.npy" 2e-2) || tp2_rc=1
+      tp2_detail+="$recipe ${line%%;*}; "
+    done
+    record tp2-nccl "$tp2_rc" "$tp2_detail"
+    m="$TP2_DIR/demo_nvfp4-mixed"
+    timeout 300 "$BIN/sparkserve" bench engine "$m" --backend cuda --batch 1,8 --context 0 --steps 64 --repeats 3 \
+      "${NCCL_FLAGS[@]}" 2>&1 | tee "$TP2_DIR/bench_engine_tp2.log"
+    record tp2-engine "${PIPESTATUS[0]}" "$(awk '$1=="1" && $2=="0" {print "batch 1: " $3 " tok/s"} $1=="8" && $2=="0" {print "batch 8: " $3 " tok/s"}' "$TP2_DIR/bench_engine_tp2.log" | tr '\n' ' ')"
+    timeout 120 "$BIN/sparkserve" cluster-check "${NCCL_FLAGS[@]}" 2>&1 | tee "$TP2_DIR/cluster_check.log"
+    record tp2-cluster-check "${PIPESTATUS[0]}" "$(grep -E '^(16 MB|8 KB)' "$TP2_DIR/cluster_check.log" | awk '{print $1 $2 " " $3 " us " $6 " GB/s"}' | tr '\n' ';')"
+    kill -TERM "$tp2_node_pid"; wait "$tp2_node_pid"
+  fi
+  echo "tp2 section: $(elapsed $t)"
 fi
 
 echo

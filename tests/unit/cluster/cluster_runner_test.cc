@@ -2,15 +2,21 @@
 // logits of TP = 2 and 4 equal TP = 1 on the golden fixtures, greedy output through the engine is
 // the same, a second start ships no tensor bytes, a corrupted cached blob is fetched again (and only
 // it), a lost node fails the step at once and the head re-syncs by itself when the node is back,
-// and a TP that does not divide the heads is refused naming the config field.
+// a TP that does not divide the heads is refused naming the config field, and the NCCL join
+// protocol (the head's unique id to every node, set-up errors that stop the retries) works with a
+// stand-in NCCL.
 #include "engine/cluster/cluster_runner.h"
 
+#include <condition_variable>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "engine/cluster/cluster_setup.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
+#include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "node/node_server.h"
@@ -42,7 +48,8 @@ model::RunnerOptions SmallRunner() {
 // `count` nodes on 127.0.0.1, each with its own cache directory (kept across restarts).
 class Nodes {
  public:
-  explicit Nodes(int count) : dir_("cluster_nodes") {
+  explicit Nodes(int count, std::shared_ptr<core::NcclGroups> nccl = nullptr)
+      : dir_("cluster_nodes"), nccl_(std::move(nccl)) {
     for (int i = 0; i < count; ++i) {
       ports_.push_back(0);
       servers_.push_back(nullptr);
@@ -55,6 +62,7 @@ class Nodes {
     o.port = ports_[i];
     o.token = kToken;
     o.cache_dir = CacheDir(i);
+    o.nccl = nccl_;
     absl::StatusOr<std::unique_ptr<node::NodeServer>> s = node::NodeServer::Start(o);
     ASSERT_TRUE(s.ok()) << s.status();
     servers_[i] = *std::move(s);
@@ -71,6 +79,7 @@ class Nodes {
 
  private:
   test_support::TempDir dir_;
+  std::shared_ptr<core::NcclGroups> nccl_;
   std::vector<int> ports_;
   std::vector<std::unique_ptr<node::NodeServer>> servers_;
 };
@@ -92,8 +101,7 @@ struct Loaded {
 
 Loaded LoadCluster(const std::string& fixture, const Nodes& nodes, model::RunnerOptions o = SmallRunner()) {
   Loaded out;
-  absl::StatusOr<model::LoadedRunner> r = LoadRunner(GoldenDir(fixture), o, Options(nodes), CollectiveKind::kGloo,
-                                                     &out.cluster);
+  absl::StatusOr<model::LoadedRunner> r = LoadRunner(GoldenDir(fixture), o, Options(nodes), &out.cluster);
   EXPECT_TRUE(r.ok()) << r.status();
   if (!r.ok()) return out;
   out.runner = std::move(r->runner);
@@ -273,13 +281,125 @@ TEST(ClusterRunner, ATensorParallelSizeThatDoesNotDivideTheHeadsIsRefused) {
   Nodes nodes(1);
   ClusterRunner* cluster = nullptr;
   absl::StatusOr<model::LoadedRunner> r =
-      LoadRunner(GoldenDir("text_untied"), SmallRunner(), Options(nodes), CollectiveKind::kGloo, &cluster);
+      LoadRunner(GoldenDir("text_untied"), SmallRunner(), Options(nodes), &cluster);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(r.status().message()), ::testing::AllOf(HasSubstr("2 ranks"), HasSubstr("does not divide")));
-  absl::StatusOr<model::LoadedRunner> nccl =
-      LoadRunner(GoldenDir("text_tied"), SmallRunner(), Options(nodes), CollectiveKind::kNccl, &cluster);
-  EXPECT_EQ(nccl.status().code(), absl::StatusCode::kUnimplemented);
+}
+
+// A stand-in for NCCL: the ranks given the same unique id meet in one in-process group (host
+// buffers, as the CPU runner uses). Joining waits for every rank, as ncclCommInitRank does; a rank
+// told to fail makes the others' joins fail too (as NCCL's bootstrap does).
+class StandInNccl : public core::NcclGroups {
+ public:
+  absl::Status fail_rank_1 = absl::OkStatus();
+
+  absl::StatusOr<std::string> NewUniqueId() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fmt::format("stand-in id {}", ids_made_++);
+  }
+  absl::StatusOr<std::unique_ptr<core::Collective>> Join(const core::NcclOptions& o) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    Meeting& m = meetings_[o.unique_id];
+    if (!m.group) m.group = std::make_shared<core::InProcessGroup>(o.world, nullptr);
+    joins_.push_back({o.unique_id, o.rank});
+    if (o.rank == 1 && !fail_rank_1.ok()) {
+      m.failed = true;
+      cv_.notify_all();
+      return fail_rank_1;
+    }
+    ++m.arrived;
+    cv_.notify_all();
+    if (!cv_.wait_for(lock, o.timeout, [&] { return m.failed || m.arrived == o.world; })) {
+      return absl::DeadlineExceededError("stand-in NCCL: not every rank joined");
+    }
+    if (m.failed) return absl::UnavailableError("stand-in NCCL: a peer failed the join");
+    return std::unique_ptr<core::Collective>(std::make_unique<Rank>(m.group, o.rank));
+  }
+  // (unique id, rank) of every join so far.
+  std::vector<std::pair<std::string, int32_t>> joins() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return joins_;
+  }
+
+ private:
+  class Rank : public core::Collective {
+   public:
+    Rank(std::shared_ptr<core::InProcessGroup> g, int32_t r) : g_(std::move(g)), r_(r) {}
+    int32_t rank() const override { return r_; }
+    int32_t world() const override { return g_->rank(r_).world(); }
+    absl::Status AllReduceSum(std::span<float> d) override { return g_->rank(r_).AllReduceSum(d); }
+    absl::Status AllGather(std::span<const float> l, std::vector<float>* out) override {
+      return g_->rank(r_).AllGather(l, out);
+    }
+    std::string transport() const override { return "stand-in nccl"; }
+
+   private:
+    std::shared_ptr<core::InProcessGroup> g_;
+    int32_t r_;
+  };
+  struct Meeting {
+    std::shared_ptr<core::InProcessGroup> group;
+    int32_t arrived = 0;
+    bool failed = false;
+  };
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int ids_made_ = 0;
+  std::map<std::string, Meeting> meetings_;
+  std::vector<std::pair<std::string, int32_t>> joins_;
+};
+
+TEST(ClusterRunner, NcclJoinsWithTheHeadsUniqueIdAndEqualsOneRank) {
+  auto nccl = std::make_shared<StandInNccl>();
+  Nodes nodes(1, nccl);
+  ClusterOptions o = Options(nodes);
+  o.collective = CollectiveKind::kNccl;
+  o.nccl = nccl;
+  ClusterRunner* cluster = nullptr;
+  absl::StatusOr<model::LoadedRunner> r = LoadRunner(GoldenDir("text_tied"), SmallRunner(), o, &cluster);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->backend_description, HasSubstr("nccl"));
+  ASSERT_TRUE(cluster->WaitUntilServing(std::chrono::seconds(30)).ok());
+  EXPECT_THAT(cluster->status().transport, HasSubstr("stand-in nccl"));
+  const std::vector<int32_t> ids = LoadGolden("text_tied").ids;
+  const std::vector<float> one = ScoreOneRank("text_tied", ids);
+  const std::vector<float> two = Score(*r->runner, ids);
+  ASSERT_EQ(two.size(), one.size());
+  EXPECT_LE(model::testing::RelErr(two.data(), one.data(), one.size()), 1e-5);
+  // Both ranks joined once, with the one id the head made.
+  const auto joins = nccl->joins();
+  ASSERT_EQ(joins.size(), 2u);
+  EXPECT_EQ(joins[0].first, joins[1].first);
+  EXPECT_THAT(std::vector<int32_t>({joins[0].second, joins[1].second}), ::testing::UnorderedElementsAre(0, 1));
+}
+
+TEST(ClusterRunner, ANodesNcclSetUpErrorStopsStartUpNamingTheNode) {
+  auto nccl = std::make_shared<StandInNccl>();
+  nccl->fail_rank_1 = absl::InvalidArgumentError("Duplicate GPU detected: rank 0 and rank 1 both on CUDA device 0");
+  Nodes nodes(1, nccl);
+  ClusterOptions o = Options(nodes);
+  o.collective = CollectiveKind::kNccl;
+  o.nccl = nccl;
+  ClusterRunner* cluster = nullptr;
+  absl::StatusOr<model::LoadedRunner> r = LoadRunner(GoldenDir("text_tied"), SmallRunner(), o, &cluster);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const auto t0 = Clock::now();
+  const absl::Status st = cluster->WaitUntilServing(std::chrono::seconds(30));
+  EXPECT_LT(Since(t0), 15.0);  // no retries until the deadline: the set-up error is final
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_THAT(std::string(st.message()),
+              ::testing::AllOf(HasSubstr(nodes.Targets()[0]), HasSubstr("Duplicate GPU detected")));
+}
+
+TEST(ClusterRunner, RealNcclWithTheCpuBackendIsRefused) {
+  Nodes nodes(1);
+  ClusterOptions o = Options(nodes);
+  o.collective = CollectiveKind::kNccl;
+  ClusterRunner* cluster = nullptr;
+  absl::StatusOr<model::LoadedRunner> r = LoadRunner(GoldenDir("text_tied"), SmallRunner(), o, &cluster);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("CUDA backend"));
 }
 
 }  // namespace
