@@ -8,7 +8,8 @@ import re
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DESIGN = os.path.join(REPO, "..", "shared", "docs", "DESIGN.md")
 SOURCE_EXT = (".h", ".cc", ".cu", ".cuh", ".inc")
-# Not layers: tests, build outputs, deploy scripts, generated code.
+# Not layers: tests, build outputs (build, build-fuzz, build-tsan: .gitignore's /build*/), deploy scripts,
+# generated code.
 NOT_LAYERS = {"tests", "deploy", "cmake", "build", ".git", ".ci"}
 # What "model (plan types and capacities; no tensors, no CUDA)" means for the scheduler.
 MODEL_PLAN_HEADERS = {"model/step_plan.h", "model/capacity.h", "model/row_sampling.h"}
@@ -38,7 +39,7 @@ def allowed_directions():
 def include_edges(repo=REPO):
     """(from folder, included path, file) for every quoted include of another top-level folder."""
     folders = {d for d in os.listdir(repo) if os.path.isdir(os.path.join(repo, d)) and d not in NOT_LAYERS
-               and not d.startswith(".")}
+               and not d.startswith((".", "build"))}
     edges = []
     for top in sorted(folders):
         for root, _, files in os.walk(os.path.join(repo, top)):
