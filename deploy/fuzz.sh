@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz) with clang, ASan and UBSan in their own build dir and
-# runs each for a fixed time on its committed corpus. New coverage goes to a scratch folder; a crash
-# fails the run and leaves its input in DIR/crashes/: commit it under tests/fuzz/regressions/TARGET/
-# (ctest replays those in every build) together with the fix. --unit-tests also builds the unit
+# runs each for a fixed time on its committed corpus. New coverage goes to a scratch folder (emptied
+# at each run); a crash fails the run and leaves its input in DIR/crashes/: commit it under
+# tests/fuzz/regressions/TARGET/ (ctest replays those in every build) together with the fix. --unit-tests also builds the unit
 # tests of the code the targets cover (tokenizer, chat templates, output parsers, constraints) in
-# the same ASan + UBSan build and runs them first. Ends with "fuzz: N passed, N failed".
-#   deploy/fuzz.sh [--build-dir DIR] [--seconds N] [--unit-tests] [TARGET...]
+# the same ASan + UBSan build and runs them first. --runs caps the inputs a target runs and --seed
+# fixes libFuzzer's random seed: together they make a run repeatable (CI's). Ends with
+# "fuzz: N passed, N failed".
+#   deploy/fuzz.sh [--build-dir DIR] [--seconds N] [--runs N] [--seed N] [--unit-tests] [TARGET...]
 source "$(dirname "$0")/common.sh"
 BUILD_DIR="$REPO_ROOT/build-fuzz"
 SECONDS_EACH=20
+RUNS=-1
+SEED=0
 UNIT_TESTS=0
 TARGETS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) BUILD_DIR="$(realpath -m "$2")"; shift 2 ;;
     --seconds) SECONDS_EACH="$2"; shift 2 ;;
+    --runs) RUNS="$2"; shift 2 ;;
+    --seed) SEED="$2"; shift 2 ;;
     --unit-tests) UNIT_TESTS=1; shift ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     -*) die "unknown argument '$1' (see --help)" ;;
     *) TARGETS+=("$1"); shift ;;
   esac
@@ -54,11 +60,12 @@ for t in "${TARGETS[@]}"; do
   corpus="$REPO_ROOT/tests/fuzz/corpus/${t%_fuzz}"
   [ -d "$corpus" ] || corpus="$REPO_ROOT/tests/fuzz/corpus/$t"
   scratch="$BUILD_DIR/new-corpus/$t"
+  rm -rf "$scratch"  # each run starts from the committed corpus alone (repeatable with --seed)
   mkdir -p "$scratch"
   dict=()
   [ -f "$REPO_ROOT/tests/fuzz/${t%_fuzz}.dict" ] && dict=(-dict="$REPO_ROOT/tests/fuzz/${t%_fuzz}.dict")
-  log "fuzzing $t for ${SECONDS_EACH}s"
-  if ! "$BUILD_DIR/tests/fuzz/$t" "${dict[@]}" -max_total_time="$SECONDS_EACH" -timeout=25 -rss_limit_mb=3072 \
+  log "fuzzing $t for ${SECONDS_EACH}s$([ "$RUNS" -ge 0 ] && echo " or $RUNS inputs")"
+  if ! "$BUILD_DIR/tests/fuzz/$t" "${dict[@]}" -max_total_time="$SECONDS_EACH" -runs="$RUNS" -seed="$SEED" -timeout=25 -rss_limit_mb=3072 \
       -max_len=65536 -print_final_stats=1 -artifact_prefix="$BUILD_DIR/crashes/$t-" "$scratch" "$corpus" \
       > "$BUILD_DIR/$t.log" 2>&1; then
     tail -40 "$BUILD_DIR/$t.log" >&2

@@ -107,6 +107,7 @@ class RecordingChannel : public ResponseChannel {
     if (answered_) Fail("answered twice", r.body);
     answered_ = true;
     response = std::move(r);
+    gone = nullptr;  // a finished response drops the callback, as the server's channel does
   }
   void StartStream(int status, std::string, std::vector<std::pair<std::string, std::string>>) override {
     if (answered_) Fail("answered twice", "");
@@ -120,6 +121,7 @@ class RecordingChannel : public ResponseChannel {
   void End() override {
     if (!streaming || ended) Fail("a stream ended twice or never started", "");
     ended = true;
+    gone = nullptr;
   }
   void OnClientGone(std::function<void()> cb) override { gone = std::move(cb); }
   boost::asio::any_io_executor executor() override { return ioc_.get_executor(); }
@@ -179,7 +181,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   api.Handle(req, channel);
   if (flags & 4) {  // the client leaves after the handler returned
     boost::asio::post(ioc, [channel] {
-      if (channel->gone) channel->gone();
+      // Taken out first, as the server does: the callback may end the response (which drops it).
+      std::function<void()> cb = std::move(channel->gone);
+      channel->gone = nullptr;
+      if (cb) cb();
     });
   }
   ioc.run();
