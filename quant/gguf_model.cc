@@ -222,7 +222,8 @@ absl::Status WriteGgufModelDirectory(const std::string& gguf_path, const std::st
     }
     std::vector<float> v(static_cast<size_t>(t.elements));
     RETURN_IF_ERROR(core::Annotate(DequantizeGgml(t.type, f.Data(t), v.data(), t.elements), fmt::format("{}: {}", gguf_path, t.name)));
-    core::Shape shape(t.shape().begin(), t.shape().end());
+    const std::vector<int64_t> dims = t.shape();
+    core::Shape shape(dims.begin(), dims.end());
     // Every RMSNorm weight but the GDN output norm's was stored +1 (the MTP pre-fc norms too).
     const bool is_norm = (hf.ends_with("norm.weight") || hf.find(".pre_fc_norm_") != std::string::npos) &&
                          !hf.ends_with("linear_attn.norm.weight");

@@ -53,8 +53,9 @@ absl::StatusOr<GgufTokenizerFiles> BuildGgufTokenizerFiles(const GgufFile& f) {
   const GgufValue* pre = f.Find("tokenizer.ggml.pre");
   const std::string pre_name = pre ? pre->s : "(missing)";
   const auto regex = SplitRegexes().find(pre_name);
-  if (regex == SplitRegexes().end()) {
-    return absl::UnimplementedError(fmt::format("{}: tokenizer.ggml.pre '{}' (qwen2 and qwen35 are read)", f.path(), pre_name));
+  const bool gpt2 = pre_name == "gpt-2";  // the ByteLevel pre-tokenizer's own regex, no normalizer
+  if (regex == SplitRegexes().end() && !gpt2) {
+    return absl::UnimplementedError(fmt::format("{}: tokenizer.ggml.pre '{}' (qwen2, qwen35 and gpt-2 are read)", f.path(), pre_name));
   }
   ASSIGN_OR_RETURN(const GgufValue* tokens, Array(f, "tokenizer.ggml.tokens", GgufValueType::kString));
   ASSIGN_OR_RETURN(const GgufValue* merges, Array(f, "tokenizer.ggml.merges", GgufValueType::kString));
@@ -63,7 +64,7 @@ absl::StatusOr<GgufTokenizerFiles> BuildGgufTokenizerFiles(const GgufFile& f) {
     return absl::InvalidArgumentError(fmt::format("{}: tokenizer.ggml.token_type does not match the tokens", f.path()));
   }
   const size_t n = tokens->array.size();
-  ordered_json vocab = ordered_json::object();
+  nlohmann::json vocab = nlohmann::json::object();  // a std::map: ordered_json's inserts are linear
   ordered_json added = ordered_json::array();
   std::set<std::string> seen;
   for (size_t i = 0; i < n; ++i) {
@@ -76,12 +77,13 @@ absl::StatusOr<GgufTokenizerFiles> BuildGgufTokenizerFiles(const GgufFile& f) {
     }
     if (type == kUnused) continue;
     if (!seen.insert(s).second) return absl::InvalidArgumentError(fmt::format("{}: token '{}' appears twice", f.path(), s));
+    // Added tokens stay in the vocabulary too (a tokenizer trained with its specials has them there;
+    // elsewhere no merge makes them, so it changes no encoding).
     if (type == kControl || type == kUserDefined) {
       added.push_back({{"id", i}, {"content", s}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
                        {"normalized", false}, {"special", type == kControl}});
-    } else {
-      vocab[s] = i;
     }
+    vocab[s] = i;
   }
   ordered_json merge_list = ordered_json::array();
   for (const GgufValue& m : merges->array) {
@@ -97,10 +99,15 @@ absl::StatusOr<GgufTokenizerFiles> BuildGgufTokenizerFiles(const GgufFile& f) {
   tj["truncation"] = nullptr;
   tj["padding"] = nullptr;
   tj["added_tokens"] = added;
-  tj["normalizer"] = {{"type", "NFC"}};
-  tj["pre_tokenizer"] = {{"type", "Sequence"},
-                         {"pretokenizers", {{{"type", "Split"}, {"pattern", {{"Regex", regex->second}}}, {"behavior", "Isolated"}, {"invert", false}},
-                                            byte_level}}};
+  if (gpt2) {
+    tj["normalizer"] = nullptr;
+    tj["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  } else {
+    tj["normalizer"] = {{"type", "NFC"}};
+    tj["pre_tokenizer"] = {{"type", "Sequence"},
+                           {"pretokenizers", {{{"type", "Split"}, {"pattern", {{"Regex", regex->second}}}, {"behavior", "Isolated"}, {"invert", false}},
+                                              byte_level}}};
+  }
   tj["post_processor"] = byte_level;
   tj["decoder"] = byte_level;
   tj["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", ""},
