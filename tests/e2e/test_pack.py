@@ -241,3 +241,20 @@ def test_quantize_pack_writes_the_file(demo_dirs, tmp_path):
     d2 = tmp_path / "q2"
     sparkserve("quantize", packed_src, d2, *common)
     assert tree(d2) == tree(d)
+
+
+@pytest.mark.timeout(120)
+def test_cluster_ships_shards_from_the_packed_file(demo_dirs, tmp_path):
+    """The head reads the packed file and cuts the node's shard from it: TP=2 equals TP=1 on the directory."""
+    from cluster_util import Node, node_flags, write_token
+    d = demo_dirs["nvfp4-mixed"]
+    f = pack(d, tmp_path, "tp.sparkserve")
+    run = ["--ids", "5,6,7,8,9", "--max-new", "8", "--ignore-eos", "--json", "--spec", "off"]
+    want = json.loads(sparkserve("run", d, *run).stdout)["ids"]
+    token = write_token(tmp_path / "token", "pack-tp-token")
+    node = Node(tmp_path, "packed", token_file=token)
+    try:
+        got = json.loads(sparkserve("run", f, *run, *node_flags([node], token)).stdout)["ids"]
+    finally:
+        node.stop()
+    assert got == want
