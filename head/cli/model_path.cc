@@ -37,6 +37,7 @@ void AcceptModelPath(CLI::App* cmd, CLI::Option* opt, std::string* target, Model
   }
   cmd->parse_complete_callback([opt, target, options, requantize] {
     std::error_code ec;
+    if (!std::filesystem::exists(*target, ec)) return;  // the command's own loader says what is missing
     if (std::filesystem::is_directory(*target, ec)) {
       if (!requantize->empty()) throw CLI::ValidationError("--requantize", "applies to GGUF files only");
       return;
