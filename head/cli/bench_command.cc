@@ -9,6 +9,7 @@
 
 #include "bench/engine_bench.h"
 #include "bench/serve_bench.h"
+#include "head/cli/model_path.h"
 #include "head/cli/commands.h"
 #include "head/cli/cluster_flags.h"
 #include "spdlog/spdlog.h"
@@ -86,7 +87,8 @@ void AddBenchEngineSubcommand(CLI::App& bench, int* exit_code) {
       "Decode speed of the engine in-process (no HTTP): per batch size and context, tok/s of greedy requests "
       "(scheduling and sampling included), the bytes one step reads and, on CUDA, the floor (those bytes over the "
       "copy bandwidth measured in the same run) and the ratio floor / measured time.");
-  cmd->add_option("MODEL_DIR", args->model_dir, "model directory")->required();
+  AcceptModelPath(cmd, cmd->add_option("MODEL_DIR", args->model_dir, "model directory, packed model file or qwen35 GGUF file")->required(),
+                  &args->model_dir, {.requantize = true});
   AddBackendOption(cmd, &args->runner, "cuda");
   cmd->add_option("--batch", args->batches, "batch sizes, comma-separated (default 1)")->delimiter(',');
   cmd->add_option("--context", args->contexts, "context lengths before the timed steps (default 0)")->delimiter(',');

@@ -19,6 +19,8 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code);   // head/cli/quantize_c
 void AddDemoModelCommand(CLI::App& app, int* exit_code);  // head/cli/demo_model_command.cc
 void AddServeCommand(CLI::App& app, int* exit_code);  // `sparkserve serve` (serve_command.cc)
 void AddClusterCheckCommand(CLI::App& app, int* exit_code);  // cluster_check_command.cc
+// `sparkserve pack MODEL_DIR OUT_FILE` and `sparkserve unpack FILE OUT_DIR` (model_path.cc).
+void AddPackCommands(CLI::App& app, int* exit_code);
 void AddBenchCommand(CLI::App& app, int* exit_code, int argc, char** argv);  // head/cli/bench_command.cc
 
 }  // namespace sparkserve::head

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "core/status.h"
 #include "fmt/format.h"
+#include "head/cli/model_path.h"
 #include "head/cli/commands.h"
 #include "model/config.h"
 #include "nlohmann/json.hpp"
@@ -86,6 +87,20 @@ absl::StatusOr<ordered_json> Inspect(const std::string& dir) {
 
   ordered_json out;
   out["model_dir"] = dir;
+  if (const quant::ModelSource* src = SourceOfView(dir); src != nullptr && src->kind() == quant::ModelSource::Kind::kGguf) {
+    out["model_dir"] = src->path();
+    out["gguf"] = {{"file", src->path()}, {"load", src->load_mode()}};
+  }
+  if (const quant::ModelSource* src = PackedSourceOf(dir); src != nullptr) {
+    const quant::PackedModel& p = *src->pack();
+    out["model_dir"] = src->path();
+    ordered_json files = ordered_json::array();
+    for (const auto& [name, contents] : p.files) files.push_back(name);
+    ordered_json shards = ordered_json::array();
+    for (const auto& s : p.shards) shards.push_back(s.file);
+    out["packed"] = {{"file", src->path()}, {"bytes", p.file_bytes}, {"digest", p.digest},
+                     {"digest_verified_seconds", p.verify_seconds}, {"embedded_files", files}, {"shards", shards}};
+  }
   out["architecture"] = cfg.architecture;
   out["model_type"] = cfg.model_type;
   out["num_layers"] = cfg.num_hidden_layers;
@@ -185,6 +200,13 @@ std::string Human(uint64_t b) {
 std::string RenderText(const ordered_json& j) {
   std::string s;
   s += fmt::format("model            {}\n", j["model_dir"].get<std::string>());
+  if (j.contains("gguf")) s += fmt::format("gguf             {}\n", j["gguf"]["load"].get<std::string>());
+  if (j.contains("packed")) {
+    const auto& p = j["packed"];
+    s += fmt::format("packed file      {} bytes, {} (verified), {} embedded files, from {} shard(s)\n",
+                     p["bytes"].get<uint64_t>(), p["digest"].get<std::string>(), p["embedded_files"].size(),
+                     p["shards"].size());
+  }
   s += fmt::format("architecture     {} ({})\n", j["architecture"].get<std::string>(), j["model_type"].get<std::string>());
   s += fmt::format("layers           {} (pattern {}, L = linear_attention, F = full_attention)\n",
                    j["num_layers"].get<int64_t>(), j["layer_pattern"].get<std::string>());
@@ -241,7 +263,8 @@ void AddInspectCommand(CLI::App& app, int* exit_code) {
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("inspect", "show a checkpoint's layers, module formats and bytes, and the "
                                                 "weight bytes read per decoded token");
-  cmd->add_option("MODEL_DIR", opts->dir, "checkpoint directory (config.json + safetensors)")->required();
+  AcceptModelPath(cmd, cmd->add_option("MODEL_DIR", opts->dir, "checkpoint directory (config.json + safetensors), packed model file or qwen35 GGUF file")->required(),
+                  &opts->dir, {.requantize = true});
   cmd->add_flag("--json", opts->json, "print one JSON object");
   cmd->callback([opts, exit_code, &app] {
     // Subcommands run inside the parse, before main sets up logging: keep any log line off stdout.

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   sparkserve::head::AddTokenizeCommand(app, &exit_code);
   sparkserve::head::AddQuantizeCommand(app, &exit_code);
   sparkserve::head::AddDemoModelCommand(app, &exit_code);
+  sparkserve::head::AddPackCommands(app, &exit_code);
   sparkserve::head::AddBenchCommand(app, &exit_code, argc, argv);
   CLI11_PARSE(app, argc, argv);
   if (version) {

@@ -1,15 +1,18 @@
-// `sparkserve quantize IN_DIR OUT_DIR [--recipe nvfp4-mixed|nvfp4|fp8|FILE.json] [--calib FILE]
+// `sparkserve quantize IN_DIR|FILE OUT_DIR|OUT_FILE [--pack] [--recipe nvfp4-mixed|nvfp4|fp8|FILE.json] [--calib FILE]
 // [--calib-samples N] [--no-calib] [--no-eval] [--threads N]`: calibrates on the source model (CPU),
 // streams a bf16/f16/f32 Qwen3.5 checkpoint into a compressed-tensors one (quant/quantizer/), and
 // compares the output's logits with the source's (calib/); progress on stderr, tables on stdout.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "fmt/format.h"
 #include "calib/calibrated_quantize.h"
+#include "head/cli/model_path.h"
 #include "head/cli/commands.h"
 #include "model/config.h"
+#include "quant/model_pack.h"
 #include "quant/quantizer/quantize_checkpoint.h"
 
 namespace sparkserve::head {
@@ -21,13 +24,18 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code) {
     bool no_calib = false, no_eval = false;
     int threads = 0;
     uint64_t shard_mb = 4096;
-    bool no_search = false, quiet = false;
+    bool no_search = false, quiet = false, pack = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("quantize", "quantise a bf16/f16/f32 Qwen3.5 checkpoint to compressed-tensors "
                                                  "NVFP4/FP8 (streaming, tensor by tensor)");
-  cmd->add_option("IN_DIR", a->in_dir, "unquantised Hugging Face model directory")->required();
-  cmd->add_option("OUT_DIR", a->out_dir, "output directory (must not exist, or be empty)")->required();
+  AcceptModelPath(cmd, cmd->add_option("IN_DIR", a->in_dir, "unquantised Hugging Face model directory, packed model file or qwen35 GGUF file (dequantised first)")->required(),
+                  &a->in_dir);
+  cmd->add_option("OUT_DIR", a->out_dir, "output directory (must not exist, or be empty); with --pack the packed file")
+      ->required();
+  cmd->add_flag("--pack", a->pack,
+                "write one packed model file (as `sparkserve pack` makes) instead of a directory (the directory is "
+                "built beside it first, then packed and removed)");
   cmd->add_option("--recipe", a->recipe, "nvfp4-mixed (default), nvfp4, fp8, bf16 or a JSON recipe file")
       ->capture_default_str();
   cmd->add_option("--calib", a->calib,
@@ -89,8 +97,18 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code) {
     copt.samples = a->calib_samples;
     copt.eval_samples = a->eval_samples;
     copt.max_tokens = a->calib_max_tokens;
-    auto result = calib::CalibrateAndQuantize(a->in_dir, a->out_dir, *recipe, opts, copt);
+    const std::string out_dir = a->pack ? a->out_dir + ".quantize-partial" : a->out_dir;
+    if (a->pack && std::filesystem::exists(a->out_dir)) {
+      return fail(absl::AlreadyExistsError(fmt::format("{} exists (--pack writes a new file)", a->out_dir)));
+    }
+    auto result = calib::CalibrateAndQuantize(a->in_dir, out_dir, *recipe, opts, copt);
     if (!result.ok()) return fail(result.status());
+    if (a->pack) {
+      const absl::Status packed = quant::PackModelDirectory(out_dir, a->out_dir);
+      std::error_code ec;
+      std::filesystem::remove_all(out_dir, ec);
+      if (!packed.ok()) return fail(packed);
+    }
     const quant::QuantizeReport* report = &result->report;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (const auto& m : report->modules) {

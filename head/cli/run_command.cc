@@ -9,6 +9,7 @@
 #include "engine/cluster/cluster_setup.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
+#include "head/cli/model_path.h"
 #include "head/cli/cluster_flags.h"
 #include "head/cli/commands.h"
 #include "head/cli/model_command_args.h"
@@ -129,7 +130,8 @@ int RunGenerate(const RunArgs& a) {
 void AddRunCommand(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("run", "one-shot generation (CPU reference backend by default)");
   auto a = std::make_shared<RunArgs>();
-  cmd->add_option("MODEL_DIR", a->dir, "model directory (config.json + safetensors)")->required();
+  AcceptModelPath(cmd, cmd->add_option("MODEL_DIR", a->dir, "model directory (config.json + safetensors), packed model file or qwen35 GGUF file")->required(),
+                  &a->dir, {.requantize = true});
   auto* prompt = cmd->add_option("--prompt", a->prompt, "prompt text, encoded with MODEL_DIR/tokenizer.json");
   auto* ids = cmd->add_option("--ids", a->ids, "prompt token ids, e.g. 1,2,3");
   ids->excludes(prompt);

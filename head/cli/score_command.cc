@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/cluster/cluster_setup.h"
+#include "head/cli/model_path.h"
 #include "head/cli/cluster_flags.h"
 #include "head/cli/commands.h"
 #include "head/cli/model_command_args.h"
@@ -106,7 +107,8 @@ void AddScoreCommand(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("score", "logits for every position of a token sequence (CPU reference backend "
                                           "by default)");
   auto a = std::make_shared<ScoreArgs>();
-  cmd->add_option("MODEL_DIR", a->dir, "model directory (config.json + safetensors)")->required();
+  AcceptModelPath(cmd, cmd->add_option("MODEL_DIR", a->dir, "model directory (config.json + safetensors), packed model file or qwen35 GGUF file")->required(),
+                  &a->dir, {.requantize = true});
   auto* ids_opt = cmd->add_option("--ids", a->ids, "comma-separated token ids, e.g. 1,2,3");
   auto* text_opt = cmd->add_option("--text", a->text, "text, encoded with MODEL_DIR/tokenizer.json");
   ids_opt->excludes(text_opt);

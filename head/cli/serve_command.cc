@@ -15,6 +15,7 @@
 
 #include "text/output/output_parser.h"
 #include "engine/cluster/cluster_setup.h"
+#include "head/cli/model_path.h"
 #include "head/cli/cluster_flags.h"
 #include "head/cli/commands.h"
 #include "head/cli/model_command_args.h"
@@ -193,6 +194,9 @@ int Serve(const ServeArgs& a) {
   ctx.model_name = a.served_model_name.empty()
                        ? std::filesystem::path(a.dir).lexically_normal().filename().string()
                        : a.served_model_name;
+  if (const quant::ModelSource* packed = PackedSourceOf(a.dir); packed != nullptr && a.served_model_name.empty()) {
+    ctx.model_name = std::filesystem::path(packed->path()).stem().string();  // model.sparkserve -> model
+  }
   if (ctx.model_name.empty()) ctx.model_name = std::filesystem::absolute(a.dir).parent_path().filename().string();
   ctx.created_unix = http::UnixNow();
   ctx.max_seq_len = a.runner.max_seq_len;
@@ -322,8 +326,12 @@ int Serve(const ServeArgs& a) {
 void AddServeCommand(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("serve", "serve a model over the OpenAI and Anthropic HTTP APIs");
   auto a = std::make_shared<ServeArgs>();
-  cmd->add_option("MODEL_DIR", a->dir, "model directory (config.json, safetensors, tokenizer.json, chat template)")
-      ->required();
+  AcceptModelPath(cmd,
+                  cmd->add_option("MODEL_DIR", a->dir,
+                                  "model directory (config.json, safetensors, tokenizer.json, chat template), packed "
+                                  "model file (`sparkserve pack`) or qwen35 GGUF file")
+                      ->required(),
+                  &a->dir, {.requantize = true});
   cmd->add_option("--host", a->host, "address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", a->port, "port (default 8000; 0 = any free port)");
   AddBackendOption(cmd, &a->runner, "auto");

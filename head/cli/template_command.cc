@@ -9,6 +9,7 @@
 #include <string>
 
 #include "text/chat/chat_template.h"
+#include "head/cli/model_path.h"
 #include "head/cli/commands.h"
 
 namespace sparkserve::head {
@@ -60,7 +61,8 @@ void AddTemplateCommand(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("template", "render a conversation with a model's chat template");
   auto model_dir = std::make_shared<std::string>();
   auto request = std::make_shared<std::string>();
-  cmd->add_option("model_dir", *model_dir, "model directory (tokenizer_config.json / chat_template.jinja)")->required();
+  AcceptModelPath(cmd, cmd->add_option("model_dir", *model_dir, "model directory (tokenizer_config.json / chat_template.jinja), packed model file or GGUF file")->required(),
+                  model_dir.get());
   cmd->add_option("--request", *request, "JSON file: {\"messages\": [...], other keys are template kwargs}")->required();
   cmd->callback([exit_code, model_dir, request] { *exit_code = RunTemplate(*model_dir, *request); });
 }

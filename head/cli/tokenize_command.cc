@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fmt/format.h"
+#include "head/cli/model_path.h"
 #include "head/cli/commands.h"
 #include "text/tokenizer/incremental_detokenizer.h"
 #include "text/tokenizer/tokenizer.h"
@@ -171,7 +172,8 @@ int RunTokenize(const TokenizeArgs& a) {
 void AddTokenizeCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<TokenizeArgs>();
   CLI::App* sub = app.add_subcommand("tokenize", "print the token ids of TEXT (tokenizer.json of MODEL_DIR)");
-  sub->add_option("MODEL_DIR", args->model_dir, "directory with tokenizer.json (or the file itself)")->required();
+  AcceptModelPath(sub, sub->add_option("MODEL_DIR", args->model_dir, "directory with tokenizer.json (or the file itself, a packed model file or a GGUF file)")->required(),
+                  &args->model_dir, {.any_file = true});
   CLI::Option* text =
       sub->add_option("TEXT", args->text, "text to encode (ids with --decode); put -- before text starting with -");
   sub->add_flag("--json", args->json, "print {\"ids\": [...]} (--decode: {\"text\": ...})");
