@@ -137,8 +137,8 @@ Engine::Engine(std::unique_ptr<model::ModelRunner> model, EngineConfig config,
   local_.time_per_output_token_s = Histogram::WithBounds(TpotBounds());
   local_.e2e_request_latency_s = Histogram::WithBounds(E2eBounds());
   local_.iteration_tokens = Histogram::WithBounds(IterationTokenBounds());
-  local_.total_slots = scheduler_->num_slots();
-  local_.free_slots = scheduler_->num_free_slots();
+  local_.total_slots = scheduler_->num_sequence_slots();
+  local_.free_slots = scheduler_->num_free_sequence_slots();
   local_.total_kv_pages = scheduler_->num_pages();
   local_.free_kv_pages = scheduler_->num_free_pages();
   local_.max_seq_len = capacity_.max_seq_len;
@@ -479,7 +479,7 @@ void Engine::PublishStats(int64_t step_tokens) {
   }
   local_.num_requests_running = running;
   local_.num_requests_waiting = static_cast<int64_t>(requests_.size()) - running;
-  local_.free_slots = scheduler_->num_free_slots();
+  local_.free_slots = scheduler_->num_free_sequence_slots();
   local_.free_kv_pages = scheduler_->num_free_pages();
   local_.num_preemptions_total = scheduler_->num_preemptions();
   local_.prefix_cache_queries = scheduler_->prefix_queries();

@@ -20,7 +20,7 @@ struct EngineStats {
   int64_t steps_total = 0;              // forward steps run
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;
-  int32_t free_slots = 0;
+  int32_t free_slots = 0;   // sequence slots (the prefix cache's checkpoint slots are not counted)
   int32_t total_slots = 0;
   int32_t free_kv_pages = 0;
   int32_t total_kv_pages = 0;

@@ -53,7 +53,7 @@ Scheduler::Scheduler(SchedulerConfig config, model::ModelCapacity capacity)
       capacity_(capacity),
       slots_(capacity.num_slots),
       pages_(capacity.num_kv_pages, capacity.kv_page_size),
-      max_entries_(std::max(0, capacity.num_slots - config.max_batch)),
+      max_entries_(config.prefix.enabled ? std::max(0, capacity.num_slots - config.max_batch) : 0),
       max_cache_pages_(config.prefix.max_pages >= 0 ? std::min(config.prefix.max_pages, capacity.num_kv_pages)
                                                      : capacity.num_kv_pages / 2),
       cache_page_refs_(static_cast<size_t>(capacity.num_kv_pages), 0) {}

@@ -133,6 +133,10 @@ class Scheduler {
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }  // incl. preempted
   int32_t num_free_slots() const { return slots_.num_free(); }
+  // The slots sequences may run in (those the prefix cache holds at most excluded), and how many of
+  // them are free.
+  int32_t num_sequence_slots() const { return slots_.num_slots() - max_entries_; }
+  int32_t num_free_sequence_slots() const { return slots_.num_free() + tree_.num_entries() - max_entries_; }
   int32_t num_slots() const { return slots_.num_slots(); }
   int32_t num_free_pages() const { return pages_.num_free(); }
   int32_t num_pages() const { return pages_.num_pages(); }
