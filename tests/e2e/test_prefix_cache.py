@@ -192,3 +192,24 @@ def test_no_prefix_cache_reports_nothing_cached(cold):
     chat(cold, msgs)
     assert chat(cold, msgs)[1]["prompt_tokens_details"]["cached_tokens"] == 0
     assert metric(cold, "sparkserve:prefix_cache_hits_total") == 0
+
+
+def test_bench_serve_multiturn_reports_ttft_and_hits_per_turn(cached, cold, tmp_path):
+    import json
+    import subprocess
+    from conftest import SPARKSERVE
+    results = {}
+    for name, s in (("cached", cached), ("cold", cold)):
+        out = tmp_path / f"{name}.json"
+        r = subprocess.run([SPARKSERVE, "bench", "serve", "--url", s.url, "--api-key", API_KEY, "--dataset", "multiturn",
+                            "--num-prompts", "3", "--turns", "3", "--prefix-len", "150", "--random-input-len", "12",
+                            "--random-output-len", "4", "--no-progress", "--seed", "7", "--save-result", str(out)],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert "hit rate" in r.stdout
+        results[name] = json.loads(out.read_text())
+    turns = results["cached"]["turns"]
+    assert [t["turn"] for t in turns] == [0, 1, 2] and all(t["failed"] == 0 and t["requests"] == 3 for t in turns)
+    assert all(t["mean_ttft_ms"] > 0 for t in turns)
+    assert turns[1]["hit_rate"] > 0.5 and turns[2]["hit_rate"] > 0.5, turns
+    assert results["cold"]["hit_rate"] == 0
