@@ -12,6 +12,7 @@
 
 #include "bench/bench_datasets.h"
 #include "bench/http_stream_client.h"
+#include "bench/multiturn_bench.h"
 #include "bench/serve_metrics.h"
 #include "bench/serve_report.h"
 #include "bench/serve_runner.h"
@@ -145,6 +146,60 @@ int Plot(const std::string& json_path, const std::string& dir) {
 
 }  // namespace
 
+namespace {
+
+// --dataset multiturn: its own loop of turns (multiturn_bench.h).
+int RunMultiturnBench(const BenchServeArgs& a, const HttpTarget& target, const std::string& model,
+                      const text::Tokenizer* tok) {
+  if (a.num_prompts < 1 || a.turns < 1) {
+    spdlog::error("bench serve: --dataset multiturn needs --num-prompts (users) and --turns >= 1");
+    return 1;
+  }
+  MultiturnOptions o;
+  o.users = a.num_prompts;
+  o.turns = a.turns;
+  o.system_words = a.prefix_len > 0 ? a.prefix_len : 1000;
+  o.user_words = a.random_input_len;
+  o.output_len = a.random_output_len;
+  o.seed = a.seed;
+  ServeRunOptions ropts;
+  ropts.target = target;
+  ropts.model = model;
+  ropts.api_key = a.api_key;
+  ropts.max_concurrency = a.max_concurrency;
+  ropts.ignore_eos = a.ignore_eos;
+  ropts.extra_body = a.extra_body;
+  ropts.request_timeout_s = a.request_timeout_s;
+  ropts.seed = a.seed;
+  ropts.progress = !a.no_progress;
+  OutputTokenCounter count_output;
+  if (tok != nullptr) {
+    count_output = [tok](const std::string& text) {
+      auto ids = tok->Encode(text, false);
+      return ids.ok() ? static_cast<int>(ids->size()) : 0;
+    };
+  }
+  Json result = RunMultiturn(o, ropts, count_output, [&] {
+    const Json m = MetricsSnapshot(target, a.api_key);
+    return m.is_string() ? m.get<std::string>() : std::string();
+  });
+  result["date"] = NowIso();
+  result["command"] = a.command_line;
+  result["dataset"] = "multiturn";
+  result["model_id"] = model;
+  if (!a.save_result.empty()) {
+    std::ofstream out(a.save_result);
+    out << result.dump(2) << "\n";
+    if (!out) {
+      spdlog::error("bench serve: --save-result '{}': cannot write", a.save_result);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
 int RunBenchServe(const BenchServeArgs& a) {
   auto fail = [](const absl::Status& s) {
     spdlog::error("bench serve: {}", std::string(s.message()));
@@ -195,6 +250,8 @@ int RunBenchServe(const BenchServeArgs& a) {
     }
   }
   spdlog::info("bench serve: model '{}', prompt tokens counted by {}", model, counter->name());
+
+  if (a.dataset == "multiturn") return RunMultiturnBench(a, *target, model, tok.get());
 
   DatasetOptions dopts;
   dopts.name = a.dataset;

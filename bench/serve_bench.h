@@ -21,6 +21,7 @@ struct BenchServeArgs {
   int random_output_len = 128;
   double random_range_ratio = 0.0;
   int prefix_len = 0;
+  int turns = 4;  // multiturn: turns per user (users: --num-prompts)
   double request_rate = std::numeric_limits<double>::infinity();
   double burstiness = 1.0;
   int max_concurrency = 0;

@@ -255,7 +255,8 @@ std::string BuildRequestBody(const ServeRunOptions& opts, const BenchPrompt& p) 
                {"stream", true},
                {"stream_options", {{"include_usage", true}}}};
   if (opts.endpoint.find("chat") != std::string::npos) {
-    body["messages"] = Json::array({{{"role", "user"}, {"content", p.prompt}}});
+    body["messages"] = opts.messages_json ? Json::parse(p.prompt)
+                                          : Json::array({{{"role", "user"}, {"content", p.prompt}}});
   } else {
     body["prompt"] = p.prompt;
   }

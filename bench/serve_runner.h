@@ -30,6 +30,7 @@ struct ServeRunOptions {
   double interrupt_grace_s = 5;  // after Ctrl-C, wait this long for in-flight requests
   bool progress = true;          // progress bar on stderr
   std::string progress_label;
+  bool messages_json = false;  // chat: BenchPrompt::prompt is the messages array as JSON (multiturn)
 };
 
 struct ServeRunResult {

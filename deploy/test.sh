@@ -67,9 +67,9 @@ log "pytest"
 : > "$BUILD_DIR/pytest.log"
 run_pytest "$BUILD_DIR/pytest.xml" "$REPO_ROOT/tests/e2e" "$REPO_ROOT/tests/golden" "$REPO_ROOT/tests/layering" \
   "$REPO_ROOT/tests/soak"
-log "pytest: the OpenAI and Anthropic suites against a tensor-parallel server (this head + 1 sparkserve-node)"
+log "pytest: the OpenAI, Anthropic and prefix-cache suites against tensor-parallel servers (this head + 1 sparkserve-node)"
 SPARKSERVE_E2E_NODES=1 run_pytest "$BUILD_DIR/pytest-tp2.xml" "$REPO_ROOT/tests/e2e/test_http_openai.py" \
-  "$REPO_ROOT/tests/e2e/test_http_anthropic.py"
+  "$REPO_ROOT/tests/e2e/test_http_anthropic.py" "$REPO_ROOT/tests/e2e/test_prefix_cache.py"
 
 if [ "${SPARKSERVE_FUZZ:-1}" = 1 ]; then
   log "fuzz (ASan + UBSan)"

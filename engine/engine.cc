@@ -137,8 +137,8 @@ Engine::Engine(std::unique_ptr<model::ModelRunner> model, EngineConfig config,
   local_.time_per_output_token_s = Histogram::WithBounds(TpotBounds());
   local_.e2e_request_latency_s = Histogram::WithBounds(E2eBounds());
   local_.iteration_tokens = Histogram::WithBounds(IterationTokenBounds());
-  local_.total_slots = scheduler_->num_slots();
-  local_.free_slots = scheduler_->num_free_slots();
+  local_.total_slots = scheduler_->num_sequence_slots();
+  local_.free_slots = scheduler_->num_free_sequence_slots();
   local_.total_kv_pages = scheduler_->num_pages();
   local_.free_kv_pages = scheduler_->num_free_pages();
   local_.max_seq_len = capacity_.max_seq_len;
@@ -340,7 +340,8 @@ void Engine::Admit(std::vector<Incoming>& incoming) {
     req.stop_ids.erase(std::unique(req.stop_ids.begin(), req.stop_ids.end()), req.stop_ids.end());
     const uint64_t request_seed = req.request.sampling.seed.value_or(unseeded_rng_());
     for (int32_t i = 0; i < req.request.n; ++i) {
-      Sequence* seq = scheduler_->Add(req.id, i, req.request.prompt_ids, req.request.max_tokens);
+      Sequence* seq = scheduler_->Add(req.id, i, req.request.prompt_ids, req.request.max_tokens,
+                                      req.request.cache_points);
       SeqState& st = seq_states_[seq->id] = SeqState{&req, SequenceSeed(request_seed, i)};
       if (req.request.constraint) st.matcher = req.request.constraint->NewMatcher();
       req.seqs.push_back(seq->id);
@@ -388,6 +389,7 @@ void Engine::Step() {
     PublishStats(batch.plan.num_tokens());
   } else {
     spdlog::error("engine: model forward failed: {}", std::string(output.status().message()));
+    scheduler_->ClearPrefixCache();  // the failed step's copies may not have run
     FailBatch(batch, fmt::format("model forward failed: {}", std::string(output.status().message())),
               absl::IsUnavailable(output.status()));
     PublishStats(-1);
@@ -439,7 +441,7 @@ void Engine::EndRequest(RequestState& req, FinishReason reason, const std::strin
 void Engine::ReleaseSample(RequestState& req, int32_t index, FinishReason reason) {
   SeqId& seq_id = req.seqs[static_cast<size_t>(index)];
   if (seq_id == 0) return;
-  scheduler_->Free(seq_id);
+  scheduler_->Free(seq_id, /*cache=*/reason != FinishReason::kError);
   seq_states_.erase(seq_id);
   if (spec_) spec_->Forget(seq_id);
   seq_id = 0;
@@ -477,9 +479,14 @@ void Engine::PublishStats(int64_t step_tokens) {
   }
   local_.num_requests_running = running;
   local_.num_requests_waiting = static_cast<int64_t>(requests_.size()) - running;
-  local_.free_slots = scheduler_->num_free_slots();
+  local_.free_slots = scheduler_->num_free_sequence_slots();
   local_.free_kv_pages = scheduler_->num_free_pages();
   local_.num_preemptions_total = scheduler_->num_preemptions();
+  local_.prefix_cache_queries = scheduler_->prefix_queries();
+  local_.prefix_cache_hits = scheduler_->prefix_hits();
+  local_.prefix_cache_entries = scheduler_->num_cache_entries();
+  local_.prefix_cache_max_entries = scheduler_->max_cache_entries();
+  local_.prefix_cache_pages = scheduler_->num_cache_pages();
   if (spec_) {
     const SpecCounters& c = spec_->counters();
     local_.spec_num_drafts = c.num_drafts;

@@ -20,12 +20,19 @@ struct EngineStats {
   int64_t steps_total = 0;              // forward steps run
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;
-  int32_t free_slots = 0;
+  int32_t free_slots = 0;   // sequence slots (the prefix cache's checkpoint slots are not counted)
   int32_t total_slots = 0;
   int32_t free_kv_pages = 0;
   int32_t total_kv_pages = 0;
   int32_t max_seq_len = 0;              // the model's context (prompt + max_tokens must fit)
   int64_t num_preemptions_total = 0;    // sequences preempted for room (they resume, output kept)
+  // Prefix cache: prompt tokens looked up and found (vLLM's prefix_cache_queries/hits), and the
+  // device tier's occupancy (checkpoint state slots in use of the spare ones, KV pages held).
+  int64_t prefix_cache_queries = 0;
+  int64_t prefix_cache_hits = 0;
+  int32_t prefix_cache_entries = 0;
+  int32_t prefix_cache_max_entries = 0;
+  int32_t prefix_cache_pages = 0;
   // Speculative decoding, counted as vLLM's spec_decode_* counters: verify windows, drafted
   // tokens, accepted drafts, accepted drafts per position (0-based; size: the most drafts).
   int64_t spec_num_drafts = 0;

@@ -206,6 +206,7 @@ bool Engine::AppendDrawn(Draw& d, Clock::time_point now, std::vector<Ended>& fin
   TokenEvent event;
   event.index = seq->sample_index;
   event.ids = {token->id};
+  event.cached_tokens = seq->num_cached;
   if (req.request.sampling.logprobs >= 0) {
     event.logprobs = {{token->id, token->logprob}};
     event.top_logprobs = {std::move(token->top_logprobs)};

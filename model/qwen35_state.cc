@@ -66,6 +66,22 @@ void Qwen35State::CopySlot(int32_t src, int32_t dst) {
   pending_columns_[static_cast<size_t>(dst)] = 0;
 }
 
+void Qwen35State::CopyPage(int32_t src, int32_t dst) {
+  if (src == dst) return;
+  auto copy = [&](core::Tensor& t) {
+    if (!t.defined()) return;
+    const int64_t per_page = t.numel() / t.dim(0);
+    float* base = t.data<float>();
+    std::memcpy(base + dst * per_page, base + src * per_page, sizeof(float) * per_page);
+  };
+  for (KvLayerState& l : kv_) {
+    copy(l.k);
+    copy(l.v);
+  }
+  copy(mtp_kv_.k);
+  copy(mtp_kv_.v);
+}
+
 void Qwen35State::KeepColumn(int32_t slot, int32_t column) {
   for (int32_t i = 0; i < num_gdn_layers(); ++i) {
     std::memcpy(recurrent(i, slot), column_recurrent(i, slot) + column * recurrent_size_,

@@ -59,6 +59,8 @@ class Qwen35State {
   // Zeroes a slot's GDN states and conv windows (a new sequence).
   void ResetSlot(int32_t slot);
   void CopySlot(int32_t src, int32_t dst);
+  // KV page `dst` takes page `src`'s K and V in every attention layer and the MTP layer.
+  void CopyPage(int32_t src, int32_t dst);
   // Makes column `column` of the slot's last verify its live GDN/conv state.
   void KeepColumn(int32_t slot, int32_t column);
 

@@ -64,7 +64,7 @@ absl::StatusOr<LoadedRunner> LoadModelRunner(quant::Checkpoint shard, const Qwen
     }
     model::cpu::CpuRunnerOptions o;
     o.max_seq_len = s.max_seq_len;
-    o.state.num_slots = s.max_batch;
+    o.state.num_slots = s.max_batch + std::max(0, s.extra_slots);
     o.state.kv_page_size = s.kv_page_size;
     o.state.num_kv_pages = pages;
     o.state.max_verify_tokens = std::max(1, s.max_verify_tokens);
@@ -83,12 +83,12 @@ absl::StatusOr<LoadedRunner> LoadModelRunner(quant::Checkpoint shard, const Qwen
 #ifdef SPARKSERVE_WITH_CUDA
   cuda::CudaRunnerOptions o;
   o.device = s.device;
-  o.num_slots = s.max_batch;
+  o.num_slots = s.max_batch + std::max(0, s.extra_slots);
   o.num_kv_pages = 0;  // from the memory budget
   o.gpu_memory_utilization = s.gpu_memory_utilization;
   o.kv_page_size = s.kv_page_size;
   o.max_seq_len = s.max_seq_len;
-  o.max_step_tokens = std::max(s.max_step_tokens, s.max_batch);
+  o.max_step_tokens = std::max(s.max_step_tokens, o.num_slots);
   o.cuda_graphs = s.cuda_graphs;
   o.max_verify_tokens = s.max_verify_tokens;
   o.kv_dtype = s.kv_dtype == KvCacheDtype::kFp8 ? kernels::cuda::KvDtype::kFp8E4M3 : kernels::cuda::KvDtype::kBf16;

@@ -28,6 +28,7 @@ struct RunnerOptions {
   Backend backend = Backend::kCpu;
   int32_t device = 0;             // cuda:N
   int32_t max_batch = 8;          // state slots: sequences in flight
+  int32_t extra_slots = 0;        // more state slots, for prefix-cache checkpoints (never run a sequence)
   int32_t max_seq_len = 4096;     // prompt + output per sequence
   // Tokens of one step (the engine's token budget). 8192 as vLLM on a large GPU: a 4K prompt
   // prefills in one step, where the GEMMs run near their best rate.

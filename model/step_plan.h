@@ -2,7 +2,7 @@
 // scheduler, encoded by proto/step_plan_codec.h for remote ranks, run by ModelRunner::Run. No
 // tensors inside: every operand is an id, a position or an index into state the runner keeps.
 //
-// A step runs, in order: `copies` (slot state copies), `commits` (verified columns become slot
+// A step runs, in order: `copies` (slot state copies), `page_copies` (KV page copies), `commits` (verified columns become slot
 // state), `drafts` (the MTP block over positions of the previous step, then greedy drafts), the
 // forward of `seqs` (a ragged batch; a verify seq takes this step's drafts of its slot as its last
 // input tokens), and the sampling of its logit rows with `sampling` (runners that sample on their
@@ -43,6 +43,14 @@ struct SeqWork {                     // one sequence's share of a step
 struct SlotCopy {
   SlotId src = 0;
   SlotId dst = 0;
+};
+
+// Before the forward, after the slot copies: KV page `dst` takes a copy of page `src` in every
+// attention layer (and the MTP layer's pages): the prefix cache's copy-on-write of a partly
+// filled last page.
+struct PageCopy {
+  int32_t src = 0;
+  int32_t dst = 0;
 };
 
 // Before the forward: after a keep_column_states forward of n columns for `slot` (an earlier
@@ -91,6 +99,7 @@ struct TokenMasks {
 
 struct StepPlan {
   std::vector<SlotCopy> copies;
+  std::vector<PageCopy> page_copies;
   std::vector<ColumnCommit> commits;
   std::vector<DraftWork> drafts;
   std::vector<SeqWork> seqs;

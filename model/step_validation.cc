@@ -74,6 +74,12 @@ absl::Status ValidateStepPlan(const StepLimits& limits, const StepPlan& plan) {
     RETURN_IF_ERROR(CheckSlot(limits, c.dst, "slot copy destination"));
     if (c.src == c.dst) return absl::InvalidArgumentError(fmt::format("slot copy from slot {} onto itself", c.src));
   }
+  for (const PageCopy& c : plan.page_copies) {
+    if (c.src < 0 || c.src >= limits.num_kv_pages || c.dst < 0 || c.dst >= limits.num_kv_pages || c.src == c.dst) {
+      return absl::InvalidArgumentError(fmt::format("KV page copy {} -> {}: pages outside [0, {}) or the same page",
+                                                    c.src, c.dst, limits.num_kv_pages));
+    }
+  }
   std::set<SlotId> committed;
   for (const ColumnCommit& c : plan.commits) {
     RETURN_IF_ERROR(CheckSlot(limits, c.slot, "column commit"));

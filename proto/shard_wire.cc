@@ -62,6 +62,7 @@ RunnerSettings RunnerSettingsToWire(const model::RunnerOptions& o) {
   s.set_state_dtype(o.state_dtype == model::StateDtype::kBf16 ? "bf16" : "fp32");
   s.set_w4a4_prefill(o.w4a4_prefill);
   s.set_max_verify_tokens(o.max_verify_tokens);
+  s.set_extra_slots(o.extra_slots);
   return s;
 }
 
@@ -98,6 +99,7 @@ absl::StatusOr<model::RunnerOptions> RunnerSettingsFromWire(const RunnerSettings
   o.gpu_memory_utilization = s.gpu_memory_utilization();
   o.w4a4_prefill = s.w4a4_prefill();
   o.max_verify_tokens = std::max(1, s.max_verify_tokens());  // 0: a head from before speculation
+  o.extra_slots = std::max(0, s.extra_slots());
   return o;
 }
 

@@ -74,6 +74,11 @@ std::string EncodeStepPlan(const model::StepPlan& plan) {
     m->set_src(c.src);
     m->set_dst(c.dst);
   }
+  for (const model::PageCopy& c : plan.page_copies) {
+    SlotCopyMsg* m = msg.add_page_copies();
+    m->set_src(c.src);
+    m->set_dst(c.dst);
+  }
   for (const model::ColumnCommit& c : plan.commits) {
     ColumnCommitMsg* m = msg.add_commits();
     m->set_slot(c.slot);
@@ -135,6 +140,7 @@ absl::StatusOr<model::StepPlan> DecodeStepPlan(std::string_view bytes) {
   }
   model::StepPlan plan;
   for (const SlotCopyMsg& m : msg.copies()) plan.copies.push_back({m.src(), m.dst()});
+  for (const SlotCopyMsg& m : msg.page_copies()) plan.page_copies.push_back({m.src(), m.dst()});
   for (const ColumnCommitMsg& m : msg.commits()) plan.commits.push_back({m.slot(), m.accepted()});
   for (const DraftWorkMsg& m : msg.drafts()) {
     model::DraftWork& d = plan.drafts.emplace_back();
@@ -206,6 +212,10 @@ bool SameStepPlan(const model::StepPlan& a, const model::StepPlan& b) {
   }
   for (size_t i = 0; i < a.copies.size(); ++i) {
     if (a.copies[i].src != b.copies[i].src || a.copies[i].dst != b.copies[i].dst) return false;
+  }
+  if (a.page_copies.size() != b.page_copies.size()) return false;
+  for (size_t i = 0; i < a.page_copies.size(); ++i) {
+    if (a.page_copies[i].src != b.page_copies[i].src || a.page_copies[i].dst != b.page_copies[i].dst) return false;
   }
   for (size_t i = 0; i < a.commits.size(); ++i) {
     if (a.commits[i].slot != b.commits[i].slot || a.commits[i].accepted != b.commits[i].accepted) return false;

@@ -50,10 +50,27 @@ void KvPagePool::Release(std::vector<int32_t>& pages) {
       spdlog::critical("KvPagePool: page {} released twice or never allocated", p);
       std::abort();
     }
-    in_use_[static_cast<size_t>(p)] = 0;
-    free_.push_back(p);
+    if (--in_use_[static_cast<size_t>(p)] == 0) free_.push_back(p);
   }
   pages.clear();
+}
+
+void KvPagePool::Retain(std::span<const int32_t> pages) {
+  for (int32_t p : pages) {
+    if (p < 0 || p >= num_pages() || !in_use_[static_cast<size_t>(p)]) {
+      spdlog::critical("KvPagePool: page {} retained while free", p);
+      std::abort();
+    }
+    ++in_use_[static_cast<size_t>(p)];
+  }
+}
+
+int32_t KvPagePool::Take() {
+  if (free_.empty()) return -1;
+  const int32_t p = free_.back();
+  free_.pop_back();
+  in_use_[static_cast<size_t>(p)] = 1;
+  return p;
 }
 
 }  // namespace sparkserve::scheduler

@@ -1,8 +1,11 @@
 // KvPagePool: the free list of KV cache pages (each `page_size` token positions of every attention
 // layer). Sequences grow their page tables from it as they advance and give every page back when
-// they finish or are preempted. Page ids only: the memory itself belongs to the ModelRunner.
+// they finish or are preempted. Pages are reference counted: the prefix cache shares full pages
+// between its entries and the sequences resumed from them; a page is free when its last holder
+// releases it. Page ids only: the memory itself belongs to the ModelRunner.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace sparkserve::scheduler {
@@ -25,13 +28,18 @@ class KvPagePool {
   // Returns the pages of `pages` past the first PagesFor(tokens) to the pool (rejected drafts'
   // positions).
   void Shrink(std::vector<int32_t>& pages, int64_t tokens);
-  // Returns every page of `pages` to the pool and clears it.
+  // Drops one reference of every page of `pages` (a page is free once none is left) and clears it.
   void Release(std::vector<int32_t>& pages);
+  // Takes one more reference of each page (held pages only).
+  void Retain(std::span<const int32_t> pages);
+  // One free page (one reference), or -1 when none is free.
+  int32_t Take();
+  int32_t refs(int32_t page) const { return in_use_[static_cast<size_t>(page)]; }
 
  private:
   int32_t page_size_;
   std::vector<int32_t> free_;    // stack of free page ids (most recently freed on top)
-  std::vector<uint8_t> in_use_;  // [num_pages]: catches double frees
+  std::vector<int32_t> in_use_;  // [num_pages]: references (0: free); catches double frees
 };
 
 }  // namespace sparkserve::scheduler

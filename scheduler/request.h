@@ -43,6 +43,9 @@ struct Request {
   int32_t min_tokens = 0;
   int32_t n = 1;                   // parallel samples of the same prompt
   std::shared_ptr<const OutputConstraint> constraint;  // structured output; null: free text
+  // Prompt positions worth a prefix-cache checkpoint: where the chat's complete messages end (the
+  // part the next turn repeats). Empty: the scheduler's own choice.
+  std::vector<int32_t> cache_points;
 };
 
 enum class FinishReason : uint8_t { kNone, kStop, kLength, kAbort, kError };
@@ -63,6 +66,9 @@ struct TokenEvent {
   // With kError: the server could not run the request now (a tensor-parallel node was lost); a
   // retry later may succeed (HTTP 503 with Retry-After rather than 500).
   bool unavailable = false;
+  // Prompt tokens of this sample taken from the prefix cache instead of prefilled (on every event
+  // with ids).
+  int32_t cached_tokens = 0;
 };
 
 }  // namespace sparkserve::scheduler

@@ -52,7 +52,11 @@ Scheduler::Scheduler(SchedulerConfig config, model::ModelCapacity capacity)
     : config_(config),
       capacity_(capacity),
       slots_(capacity.num_slots),
-      pages_(capacity.num_kv_pages, capacity.kv_page_size) {}
+      pages_(capacity.num_kv_pages, capacity.kv_page_size),
+      max_entries_(config.prefix.enabled ? std::max(0, capacity.num_slots - config.max_batch) : 0),
+      max_cache_pages_(config.prefix.max_pages >= 0 ? std::min(config.prefix.max_pages, capacity.num_kv_pages)
+                                                     : capacity.num_kv_pages / 2),
+      cache_page_refs_(static_cast<size_t>(capacity.num_kv_pages), 0) {}
 
 absl::Status Scheduler::CheckFits(const model::ModelCapacity& capacity, int64_t prompt_tokens,
                                   int64_t max_tokens) {
@@ -78,7 +82,7 @@ absl::Status Scheduler::CheckFits(const model::ModelCapacity& capacity, int64_t 
 }
 
 Sequence* Scheduler::Add(RequestId request_id, int32_t sample_index, std::vector<int32_t> prompt,
-                         int32_t max_tokens) {
+                         int32_t max_tokens, const std::vector<int32_t>& cache_points) {
   auto seq = std::make_unique<Sequence>();
   seq->id = next_id_++;
   seq->request_id = request_id;
@@ -87,6 +91,7 @@ Sequence* Scheduler::Add(RequestId request_id, int32_t sample_index, std::vector
   seq->num_prompt_tokens = static_cast<int32_t>(prompt.size());
   seq->tokens = std::move(prompt);
   seq->max_tokens = max_tokens;
+  if (prefix_on()) seq->cache_points = CachePointsFor(seq->num_prompt_tokens, cache_points);
   Sequence* raw = seq.get();
   seqs_.emplace(raw->id, std::move(seq));
   waiting_.push_back(raw);  // newest arrival: back of the queue
@@ -96,6 +101,7 @@ Sequence* Scheduler::Add(RequestId request_id, int32_t sample_index, std::vector
 int32_t Scheduler::ChunkFor(const Sequence& seq, int32_t budget) const {
   int32_t n = std::min(seq.num_pending(), budget);
   if (seq.num_pending() > 1 && config_.prefill_chunk > 0) n = std::min(n, config_.prefill_chunk);
+  if (const int32_t point = NextCachePoint(seq); point > 0) n = std::min(n, point - seq.num_computed);
   return std::max(n, 0);
 }
 
@@ -128,15 +134,34 @@ ScheduledBatch Scheduler::Schedule() {
   const bool preempted_this_step = num_preemptions_ != preemptions_before;
   while (!preempted_this_step && budget > 0 && !waiting_.empty() && num_running() < config_.max_batch) {
     Sequence* seq = waiting_.front();
-    const int32_t n = ChunkFor(*seq, budget);
-    if (pages_.PagesFor(seq->num_tokens()) > pages_.num_free() || slots_.num_free() == 0) break;
+    // The deepest checkpoint on its path that leaves at least one token to feed (the one whose
+    // logits it samples from); its full pages are shared, so they need no free ones.
+    const PrefixEntry* entry = prefix_on() ? tree_.Match(seq->tokens, seq->num_tokens() - 1) : nullptr;
+    const auto need = [&] {
+      return pages_.PagesFor(seq->num_tokens()) - (entry ? entry->depth / pages_.page_size() : 0);
+    };
+    while (need() > pages_.num_free() && EvictOne(entry ? entry->id : -1)) {
+    }
+    if (entry != nullptr && need() > pages_.num_free()) {  // its entry's own pages are in the way too
+      entry = nullptr;
+      while (need() > pages_.num_free() && EvictOne()) {
+      }
+    }
+    if (need() > pages_.num_free() || slots_.num_free() == 0) break;
     waiting_.pop_front();
     seq->slot = *slots_.Acquire();
     seq->status = SeqStatus::kRunning;
     seq->num_computed = 0;
-    pages_.Grow(seq->kv_pages, n);
+    if (prefix_on() && seq->num_preemptions == 0) {  // counted once per sequence, as vLLM
+      prefix_queries_ += seq->num_prompt_tokens;
+      seq->num_cached = entry ? std::min(entry->depth, seq->num_prompt_tokens) : 0;
+      prefix_hits_ += seq->num_cached;
+    }
+    if (entry != nullptr) ResumeFrom(*seq, *entry);
+    const int32_t n = ChunkFor(*seq, budget);
+    pages_.Grow(seq->kv_pages, int64_t{seq->num_computed} + n);
     InsertByArrival(running_, seq);
-    picked.push_back({seq, n, n == seq->num_tokens()});
+    picked.push_back({seq, n, seq->num_computed + n == seq->num_tokens()});
     budget -= n;
   }
 
@@ -144,6 +169,10 @@ ScheduledBatch Scheduler::Schedule() {
   if (config_.max_drafts > 0 && planner_ != nullptr && budget > 0) PlanDrafts(picked, budget);
 
   ScheduledBatch batch;
+  batch.plan.copies = std::move(pending_copies_);  // checkpoints of the last step, then resumes
+  batch.plan.page_copies = std::move(pending_page_copies_);
+  pending_copies_.clear();
+  pending_page_copies_.clear();
   batch.plan.seqs.reserve(picked.size());
   for (const ScheduledSeq& s : picked) {
     const Sequence& seq = *s.seq;
@@ -241,6 +270,7 @@ void Scheduler::AddSpecWork(const std::vector<ScheduledSeq>& picked, model::Step
 bool Scheduler::ReservePages(Sequence& seq, int64_t tokens, std::vector<ScheduledSeq>& picked,
                              int32_t& budget) {
   while (pages_.Missing(seq.kv_pages, tokens) > pages_.num_free()) {
+    if (EvictOne()) continue;  // cached entries go before any running sequence
     Sequence* victim = running_.back();  // youngest running sequence
     if (victim == &seq || victim->arrival < seq.arrival) return false;
     auto it = std::find_if(picked.begin(), picked.end(),
@@ -279,7 +309,12 @@ void Scheduler::CommitStep(const ScheduledBatch& batch) {
       seq.mtp_step = step_;
     }
     row += s.num_tokens;
-    if (s.num_drafts == 0) seq.num_computed += s.num_tokens;  // a verify window waits for AcceptDrafts
+    if (s.num_drafts == 0) {  // a verify window waits for AcceptDrafts
+      seq.num_computed += s.num_tokens;
+      if (prefix_on() && std::binary_search(seq.cache_points.begin(), seq.cache_points.end(), seq.num_computed)) {
+        TakeCheckpoint(seq);
+      }
+    }
   }
 }
 
@@ -292,14 +327,25 @@ void Scheduler::AcceptDrafts(Sequence* seq, int32_t accepted) {
   pages_.Shrink(seq->kv_pages, seq->num_computed);
 }
 
-void Scheduler::Free(SeqId id) {
+void Scheduler::Free(SeqId id, bool cache) {
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return;
   Sequence* seq = it->second.get();
   if (seq->status == SeqStatus::kRunning) {
     RemoveRunning(seq);
-    slots_.Release(seq->slot);
-    pages_.Release(seq->kv_pages);
+    // Its state becomes the entry at its end: only a committed one (no verify columns pending) that
+    // the cache does not hold yet.
+    const std::span<const int32_t> path(seq->tokens.data(), static_cast<size_t>(seq->num_computed));
+    if (cache && prefix_on() && seq->num_computed > 0 && seq->commit_columns == 0 && !tree_.Contains(path)) {
+      pages_.Shrink(seq->kv_pages, seq->num_computed);
+      AddCacheRefs(seq->kv_pages, +1);
+      tree_.Insert(path, seq->slot, std::move(seq->kv_pages));
+      seq->kv_pages.clear();
+      EnforceCacheBudget();
+    } else {
+      slots_.Release(seq->slot);
+      pages_.Release(seq->kv_pages);
+    }
   } else if (seq->status == SeqStatus::kWaiting || seq->status == SeqStatus::kPreempted) {
     RemoveWaiting(seq);
   }

@@ -22,11 +22,26 @@
 #include "model/capacity.h"
 #include "model/step_plan.h"
 #include "scheduler/kv_page_pool.h"
+#include "scheduler/prefix_tree.h"
 #include "scheduler/request.h"
 #include "scheduler/sequence.h"
 #include "scheduler/slot_pool.h"
 
 namespace sparkserve::scheduler {
+
+// Prefix cache (scheduler_prefix.cc): checkpoints of sequence state in the spare state slots
+// (capacity.num_slots - max_batch) with their KV pages, in a radix tree over token ids. A new
+// sequence resumes from the deepest checkpoint on its path and prefills the rest. Checkpoints are
+// taken every `checkpoint_interval` prompt tokens, at the positions the request names
+// (Sequence::cache_points: where the chat's last complete message ends), at the last prompt token
+// when it names none, and at the end of a finished sequence (its slot and pages become the
+// entry). Running sequences always win: entries are evicted (least recently used first) whenever
+// a sequence needs pages, before anyone is preempted.
+struct PrefixCacheConfig {
+  bool enabled = false;
+  int32_t checkpoint_interval = 1024;  // 0: none at fixed intervals
+  int32_t max_pages = -1;              // KV pages the cache may hold (-1: half the pool)
+};
 
 struct SchedulerConfig {
   int32_t max_step_tokens = 2048;  // token budget of one step (all sequences together)
@@ -34,6 +49,7 @@ struct SchedulerConfig {
   int32_t max_batch = 0;                  // most running sequences (0 = the model's slot count)
   int32_t max_drafts = 0;  // speculative decoding: most drafts of one verify window (0: off)
   bool mtp = false;        // drafts come from the runner's MTP block (DraftWork), not the planner
+  PrefixCacheConfig prefix;
 };
 
 // A decode that may become a verify window this step (DraftPlanner::Plan fills the outputs).
@@ -85,8 +101,9 @@ class Scheduler {
                                 int64_t max_tokens);
 
   // Queues a new sequence (status kWaiting). The caller has checked it with CheckFits.
+  // `cache_points`: prompt positions worth a prefix-cache checkpoint (chat message ends).
   Sequence* Add(RequestId request_id, int32_t sample_index, std::vector<int32_t> prompt,
-                int32_t max_tokens);
+                int32_t max_tokens, const std::vector<int32_t>& cache_points = {});
 
   // Builds the next step. May preempt running sequences (their status becomes kPreempted).
   ScheduledBatch Schedule();
@@ -104,8 +121,11 @@ class Scheduler {
     config_.mtp = mtp;
     planner_ = planner;
   }
-  // Forgets a sequence (finished, cancelled or failed); its slot and pages are free at once.
-  void Free(SeqId id);
+  // Forgets a sequence (finished, cancelled or failed); its slot and pages are free at once, or,
+  // with `cache`, become the prefix cache's entry at its end (its state must be sound).
+  void Free(SeqId id, bool cache = false);
+  // Drops every prefix-cache entry (after a failed step: their state may be wrong).
+  void ClearPrefixCache();
 
   Sequence* Find(SeqId id) const;
   const SchedulerConfig& config() const { return config_; }
@@ -113,10 +133,21 @@ class Scheduler {
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }  // incl. preempted
   int32_t num_free_slots() const { return slots_.num_free(); }
+  // The slots sequences may run in (those the prefix cache holds at most excluded), and how many of
+  // them are free.
+  int32_t num_sequence_slots() const { return slots_.num_slots() - max_entries_; }
+  int32_t num_free_sequence_slots() const { return slots_.num_free() + tree_.num_entries() - max_entries_; }
   int32_t num_slots() const { return slots_.num_slots(); }
   int32_t num_free_pages() const { return pages_.num_free(); }
   int32_t num_pages() const { return pages_.num_pages(); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // Prefix cache: prompt tokens looked up and found (vLLM's prefix_cache_queries/hits), entries
+  // (state slots) and the KV pages they hold.
+  int64_t prefix_queries() const { return prefix_queries_; }
+  int64_t prefix_hits() const { return prefix_hits_; }
+  int32_t num_cache_entries() const { return tree_.num_entries(); }
+  int32_t num_cache_pages() const { return cache_pages_; }
+  int32_t max_cache_entries() const { return max_entries_; }
 
  private:
   Scheduler(SchedulerConfig config, model::ModelCapacity capacity);
@@ -132,6 +163,19 @@ class Scheduler {
   void PlanDrafts(std::vector<ScheduledSeq>& picked, int32_t budget);
   // The step's column commits and MTP work of every running sequence.
   void AddSpecWork(const std::vector<ScheduledSeq>& picked, model::StepPlan& plan);
+  // Prefix cache (scheduler_prefix.cc).
+  bool prefix_on() const { return config_.prefix.enabled && max_entries_ > 0; }
+  std::vector<int32_t> CachePointsFor(int32_t prompt_len, const std::vector<int32_t>& hints) const;
+  // The next checkpoint position past num_computed (0: none).
+  int32_t NextCachePoint(const Sequence& seq) const;
+  // Checkpoints `seq` at num_computed (copies queued for the next plan).
+  void TakeCheckpoint(Sequence& seq);
+  // Makes the entry's state and pages `seq`'s (a waiting sequence that just got its slot).
+  void ResumeFrom(Sequence& seq, const PrefixEntry& entry);
+  // Evicts the least recently used entry other than `keep`; false when there is none.
+  bool EvictOne(int64_t keep = -1);
+  void EnforceCacheBudget();
+  void AddCacheRefs(const std::vector<int32_t>& pages, int32_t sign);
   void InsertByArrival(std::deque<Sequence*>& queue, Sequence* seq);
   void InsertByArrival(std::vector<Sequence*>& list, Sequence* seq);
   void RemoveRunning(Sequence* seq);
@@ -149,6 +193,15 @@ class Scheduler {
   int64_t num_preemptions_ = 0;
   int64_t step_ = 0;  // steps scheduled
   DraftPlanner* planner_ = nullptr;
+  // Prefix cache.
+  PrefixTree tree_;
+  int32_t max_entries_ = 0;   // spare state slots
+  int32_t max_cache_pages_ = 0;
+  std::vector<int32_t> cache_page_refs_;  // [num_pages]: entries holding each page
+  int32_t cache_pages_ = 0;               // pages held by at least one entry
+  std::vector<model::SlotCopy> pending_copies_;       // for the next plan
+  std::vector<model::PageCopy> pending_page_copies_;  // for the next plan
+  int64_t prefix_queries_ = 0, prefix_hits_ = 0;
 };
 
 }  // namespace sparkserve::scheduler

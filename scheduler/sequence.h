@@ -43,6 +43,10 @@ struct Sequence {
   int64_t mtp_step = -1;
   bool mtp_off = false;        // the engine stopped MTP for it (drafting does not pay): no MTP work
   int32_t commit_columns = 0;  // its last verify accepted this many columns: next step commits them
+  // Prefix cache: prompt positions where its state is checkpointed (ascending, in (0, prompt)),
+  // and the prompt tokens its first admission resumed from the cache.
+  std::vector<int32_t> cache_points;
+  int32_t num_cached = 0;
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_generated() const { return num_tokens() - num_prompt_tokens; }

@@ -41,8 +41,10 @@ void AddBenchServeSubcommand(CLI::App& bench, int* exit_code, const std::string*
                   "local tokenizer.json or its directory: prompt lengths and output counts when the server has no "
                   "/tokenize or omits usage");
   cmd->add_option("--api-key", args->api_key, "sent as Authorization: Bearer KEY");
-  cmd->add_option("--dataset", args->dataset, "random | sharegpt | prefix | prompts")
-      ->check(CLI::IsMember({"random", "sharegpt", "prefix", "prompts"}))
+  cmd->add_option("--turns", args->turns, "multiturn: turns per user (users: --num-prompts; system prompt: "
+                  "--prefix-len words, default 1000; user turns: --random-input-len words)")->capture_default_str();
+  cmd->add_option("--dataset", args->dataset, "random | sharegpt | prefix | prompts | multiturn")
+      ->check(CLI::IsMember({"random", "sharegpt", "prefix", "prompts", "multiturn"}))
       ->capture_default_str();
   cmd->add_option("--dataset-path", args->dataset_path, "ShareGPT JSON (sharegpt) or one prompt per line (prompts)");
   cmd->add_option("--num-prompts", args->num_prompts, "requests measured")->capture_default_str();

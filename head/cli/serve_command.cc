@@ -59,6 +59,11 @@ struct ServeArgs {
   std::string output_parser = "qwen3_5";
   int drain_timeout_s = 60;
   bool enforce_eager = false;
+  // Prefix cache.
+  bool no_prefix_cache = false;
+  int prefix_slots = -1;              // -1: max(8, max_batch)
+  int prefix_interval = 1024;         // a CPU sweep of 0/256/512/1024/2048 chose 1024
+  double prefix_fraction = 0.5;       // of the KV pool
 };
 
 // Sampling defaults from generation_config.json (a request's own fields win).
@@ -164,10 +169,12 @@ int Serve(const ServeArgs& a) {
   }
   if (a.port < 0 || a.port > 65535 || a.runner.max_batch < 1 || a.runner.max_seq_len < 2 || a.max_tokens < 0 ||
       a.prefill_chunk < 0 || a.max_queue < 1 || a.io_threads < 1 || a.max_body_mb < 1 || a.max_connections < 0 ||
-      a.max_stop_strings < 0 || a.max_stop_string_bytes < 1 || a.render_threads < 1) {
+      a.max_stop_strings < 0 || a.max_stop_string_bytes < 1 || a.render_threads < 1 || a.prefix_interval < 0 ||
+      !(a.prefix_fraction >= 0.0 && a.prefix_fraction <= 1.0)) {
     spdlog::error("serve: out-of-range option (check --port, --max-batch, --max-seq-len, --max-tokens, "
                   "--prefill-chunk, --max-queue, --io-threads, --max-body-mb, --max-connections, "
-                  "--max-stop-strings, --max-stop-string-bytes, --render-threads)");
+                  "--max-stop-strings, --max-stop-string-bytes, --render-threads, --prefix-checkpoint-interval, "
+                  "--prefix-cache-fraction)");
     return 2;
   }
   auto family = text::ParseModelFamily(a.output_parser);
@@ -249,7 +256,9 @@ int Serve(const ServeArgs& a) {
     return 1;
   }
   model::RunnerOptions runner = a.runner;
-  runner.max_step_tokens = std::max(runner.max_step_tokens, runner.max_batch);
+  const bool prefix_cache = !a.no_prefix_cache;
+  if (prefix_cache) runner.extra_slots = a.prefix_slots >= 0 ? a.prefix_slots : std::max(8, runner.max_batch);
+  runner.max_step_tokens = std::max(runner.max_step_tokens, runner.max_batch + runner.extra_slots);
   runner.cuda_graphs = !a.enforce_eager;
   ApplySpecToRunner(a.spec, &runner);
   engine::cluster::ClusterRunner* cluster = nullptr;
@@ -273,6 +282,11 @@ int Serve(const ServeArgs& a) {
   ec.scheduler.max_batch = runner.max_batch;
   ec.scheduler.prefill_chunk = a.prefill_chunk;
   ec.scheduler.max_step_tokens = runner.max_step_tokens;
+  ec.scheduler.prefix.enabled = prefix_cache && runner.extra_slots > 0;
+  ec.scheduler.prefix.checkpoint_interval = a.prefix_interval;
+  ec.scheduler.prefix.max_pages =
+      static_cast<int32_t>(a.prefix_fraction * loaded->runner->capacity().num_kv_pages);
+  ctx.prefix_cache = ec.scheduler.prefix.enabled;
   ec.max_waiting_requests = a.max_queue;
   ec.eos_token_ids = config.stop_token_ids();
   auto spec = ResolveSpec(a.spec, *loaded->runner);
@@ -367,6 +381,14 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--render-threads", a->render_threads,
                   "threads that render chat templates and tokenize requests, off the I/O threads (default 2)");
   cmd->add_option("--output-parser", a->output_parser, "reasoning/tool-call markup: qwen3_5|qwen3|none (default qwen3_5)");
+  cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "turn the prefix cache off (on by default: requests resume "
+                "from cached state of the longest shared prefix: KV pages and GDN state checkpoints)");
+  cmd->add_option("--prefix-cache-slots", a->prefix_slots,
+                  "state slots beyond --max-batch for prefix-cache checkpoints (default: max(8, --max-batch))");
+  cmd->add_option("--prefix-checkpoint-interval", a->prefix_interval,
+                  "checkpoint the state every N prompt tokens, besides message ends (default 1024; 0: message ends only)");
+  cmd->add_option("--prefix-cache-fraction", a->prefix_fraction,
+                  "share of the KV pool cached prefixes may hold (default 0.5); running requests always win");
   cmd->add_option("--drain-timeout", a->drain_timeout_s, "seconds to let requests finish on SIGTERM (default 60)");
   cmd->callback([=] {
     UseStderrLogging(cmd);

@@ -226,7 +226,7 @@ class MessagesFormatter : public GenerationFormatter {
       Send("message_delta", {{"type", "message_delta"},
                              {"delta", {{"stop_reason", StopReason(r)},
                                         {"stop_sequence", r.stop_string ? Json(*r.stop_string) : Json(nullptr)}}},
-                             {"usage", {{"input_tokens", usage.prompt_tokens}, {"output_tokens", usage.completion_tokens}}}});
+                             {"usage", UsageJson(usage)}});
       Send("message_stop", {{"type", "message_stop"}});
       channel_->End();
       return;
@@ -251,8 +251,17 @@ class MessagesFormatter : public GenerationFormatter {
     msg["content"] = std::move(content);
     msg["stop_reason"] = StopReason(r);
     msg["stop_sequence"] = r.stop_string ? Json(*r.stop_string) : Json(nullptr);
-    msg["usage"] = {{"input_tokens", usage.prompt_tokens}, {"output_tokens", usage.completion_tokens}};
+    msg["usage"] = UsageJson(usage);
     channel_->Respond(HttpResponse{200, "application/json", {}, DumpJson(msg)});
+  }
+
+  // input_tokens counts the whole prompt (as it did before the prefix cache, and as count_tokens
+  // does); cache_read_input_tokens says how many of them the prefix cache held.
+  static Json UsageJson(const Usage& u) {
+    return {{"input_tokens", u.prompt_tokens},
+            {"cache_creation_input_tokens", 0},
+            {"cache_read_input_tokens", u.cached_tokens},
+            {"output_tokens", u.completion_tokens}};
   }
 
   void Failed(const ApiError& e) override {
@@ -342,6 +351,7 @@ void HandleMessages(const ServingContext& ctx, ServingMetrics* metrics, const Ht
 
   GenerationSetup setup;
   setup.request = MakeEngineRequest(fields, std::move(chat.prompt_ids), resolved);
+  setup.request.cache_points = std::move(chat.cache_points);
   // A forced tool (tool_choice any / tool) follows its input_schema.
   const bool one_call = body.contains("tool_choice") && body["tool_choice"].is_object() &&
                         body["tool_choice"].value("disable_parallel_tool_use", false);

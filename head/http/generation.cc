@@ -120,7 +120,16 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
     SampleResult result;
     bool done = false;             // no more output for the client
     bool engine_finished = false;  // the engine sent its last event
+    int64_t cached_tokens = 0;     // prompt tokens the prefix cache held for it
   };
+
+  // Per prompt: the tokens its first sample resumed from the prefix cache (n > 1 samples share the
+  // prompt, counted once as prompt_tokens are).
+  int64_t CachedTokens() const {
+    int64_t cached = 0;
+    for (size_t i = 0; i < samples_.size(); i += static_cast<size_t>(n_)) cached += samples_[i].cached_tokens;
+    return cached;
+  }
 
   void ClientGone() {
     client_gone_ = true;
@@ -161,6 +170,7 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
     ev.index += first_sample;
     Sample& s = samples_[ev.index];
     if (ev.finish != FinishReason::kNone) s.engine_finished = true;
+    if (!ev.ids.empty()) s.cached_tokens = ev.cached_tokens;
     if (s.done) return MaybeEndAfterStops(ev.index / n_);
     auto now = Clock::now();
     if (!ev.ids.empty() && !first_token_) first_token_ = now;
@@ -209,7 +219,7 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
   }
 
   Usage MakeUsage() const {
-    Usage u{prompt_tokens_, 0};
+    Usage u{prompt_tokens_, 0, CachedTokens()};
     for (const auto& s : samples_) u.completion_tokens += static_cast<int64_t>(s.result.ids.size());
     return u;
   }
@@ -238,7 +248,7 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
     completion_tokens_ = 0;
     for (const auto& r : results) completion_tokens_ += static_cast<int64_t>(r.ids.size());
     Log(200, finish, "");
-    Usage usage{prompt_tokens_, completion_tokens_};
+    Usage usage{prompt_tokens_, completion_tokens_, CachedTokens()};
     formatter_->Finished(results, usage);
   }
 

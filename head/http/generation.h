@@ -40,6 +40,7 @@ struct SampleResult {
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // of prompt_tokens, taken from the prefix cache
 };
 
 // One API's response shape. Called on the connection's strand. A sample `index` counts over all

@@ -75,6 +75,16 @@ std::string ServingMetrics::Render(const engine::EngineStats& st) const {
           static_cast<double>(in_flight_()));
   }
   if (connections_) gauge("http_connections", "Open client connections.", static_cast<double>(connections_()));
+  counter("prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
+          static_cast<double>(st.prefix_cache_queries));
+  counter("prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+          static_cast<double>(st.prefix_cache_hits));
+  gauge("prefix_cache_device_entries", "Prefix cache checkpoints held in device state slots.",
+        static_cast<double>(st.prefix_cache_entries));
+  gauge("prefix_cache_device_slots", "Device state slots set aside for prefix cache checkpoints.",
+        static_cast<double>(st.prefix_cache_max_entries));
+  gauge("prefix_cache_device_kv_pages", "KV cache pages held by the prefix cache.",
+        static_cast<double>(st.prefix_cache_pages));
   counter("prompt_tokens", "Number of prefill tokens processed.",
           static_cast<double>(st.prompt_tokens_total));
   counter("generation_tokens", "Number of generation tokens processed.",

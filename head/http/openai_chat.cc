@@ -200,6 +200,45 @@ void CheckToolDefinition(const Json& name, const Json* description, const Json* 
   }
 }
 
+namespace {
+
+// Tokens `messages` render to without a generation prompt, shared with `prompt_ids` (templates
+// may tokenize a boundary differently); empty when the template refuses them.
+std::vector<int32_t> SharedRender(const ServingContext& ctx, const Json& messages, const Json& tools,
+                                  const Json& kwargs, const std::vector<int32_t>& prompt_ids) {
+  auto text = ctx.codec->RenderChat(messages, tools, false, false, kwargs);
+  if (!text.ok()) return {};
+  auto ids = ctx.codec->Encode(*text, /*add_special_tokens=*/false);
+  if (!ids.ok()) return {};
+  size_t n = 0;
+  while (n < ids->size() && n < prompt_ids.size() && (*ids)[n] == prompt_ids[n]) ++n;
+  ids->resize(n);
+  return std::move(*ids);
+}
+
+}  // namespace
+
+std::vector<int32_t> ChatCachePoints(const ServingContext& ctx, const Json& messages, const Json& tools,
+                                     const Json& kwargs, const std::vector<int32_t>& prompt_ids) {
+  std::vector<int32_t> points;
+  // The conversation without the generation prompt: what the next turn repeats.
+  const std::vector<int32_t> whole = SharedRender(ctx, messages, tools, kwargs, prompt_ids);
+  if (!whole.empty()) points.push_back(static_cast<int32_t>(whole.size()));
+  // A leading system message shared by many users: where it ends. Templates may refuse a lone
+  // system message (Qwen3.5's does), so render it before two different user messages and keep
+  // what the two share.
+  if (messages.is_array() && messages.size() >= 2 && messages[0].is_object() &&
+      messages[0].value("role", "") == "system") {
+    Json a = Json::array({messages[0], Json{{"role", "user"}, {"content", "a"}}});
+    Json b = Json::array({messages[0], Json{{"role", "user"}, {"content", "b"}}});
+    const std::vector<int32_t> ra = SharedRender(ctx, a, tools, kwargs, prompt_ids);
+    const std::vector<int32_t> rb = SharedRender(ctx, b, tools, kwargs, prompt_ids);
+    const size_t n = std::min(ra.size(), rb.size());
+    if (n > 0) points.push_back(static_cast<int32_t>(n));
+  }
+  return points;
+}
+
 RenderedChat RenderChatPrompt(const ServingContext& ctx, const Json& messages, const Json& tools,
                               bool add_generation_prompt, bool continue_final_message,
                               const Json& template_kwargs) {
@@ -218,6 +257,7 @@ RenderedChat RenderChatPrompt(const ServingContext& ctx, const Json& messages, c
   }
   r.prompt_ids = std::move(*ids);
   r.starts_in_reasoning = add_generation_prompt && text::PromptOpensReasoning(r.prompt);
+  if (ctx.prefix_cache) r.cache_points = ChatCachePoints(ctx, messages, tools, template_kwargs, r.prompt_ids);
   return r;
 }
 
@@ -259,7 +299,8 @@ const char* ChatFinishReason(const SampleResult& r) {
 Json UsageJson(const Usage& u) {
   return Json{{"prompt_tokens", u.prompt_tokens},
               {"completion_tokens", u.completion_tokens},
-              {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+              {"total_tokens", u.prompt_tokens + u.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
 class ChatFormatter : public GenerationFormatter {
@@ -441,6 +482,7 @@ void HandleChatCompletions(const ServingContext& ctx, ServingMetrics* metrics, c
                                                                                : "max_tokens");
   GenerationSetup setup;
   setup.request = MakeEngineRequest(fields, std::move(chat.prompt_ids), max_tokens);
+  setup.request.cache_points = std::move(chat.cache_points);
   setup.request.constraint = ChatOutputConstraint(ctx, body, tools, tool_choice, chat.starts_in_reasoning);
   setup.stop_strings = fields.stop_strings;
   setup.include_stop_str_in_output = fields.include_stop_str_in_output;

@@ -35,7 +35,14 @@ struct RenderedChat {
   std::string prompt;
   std::vector<int32_t> prompt_ids;
   bool starts_in_reasoning = false;
+  // Prefix-cache checkpoint positions (ServingContext::prefix_cache): where the conversation's
+  // last complete message ends, and where a leading system message ends.
+  std::vector<int32_t> cache_points;
 };
+
+// Prefix-cache checkpoint positions of a chat prompt (see RenderedChat::cache_points).
+std::vector<int32_t> ChatCachePoints(const ServingContext& ctx, const Json& messages, const Json& tools,
+                                     const Json& kwargs, const std::vector<int32_t>& prompt_ids);
 
 // Renders `messages`/`tools` with the template (400 when the template rejects them) and tokenizes.
 RenderedChat RenderChatPrompt(const ServingContext& ctx, const Json& messages, const Json& tools,

@@ -134,7 +134,8 @@ class CompletionFormatter : public GenerationFormatter {
   void Finished(const std::vector<SampleResult>& results, const Usage& usage) override {
     Json u = {{"prompt_tokens", usage.prompt_tokens},
               {"completion_tokens", usage.completion_tokens},
-              {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
+              {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
     if (stream_) {
       if (include_usage_) {
         Json c = Base();

@@ -117,6 +117,7 @@ struct ServingContext {
   std::string model_name = "sparkserve";    // --served-model-name
   int64_t created_unix = 0;                 // /v1/models "created"
   int32_t max_seq_len = 4096;               // prompt + output limit
+  bool prefix_cache = false;  // the engine caches prefixes: chat requests name their message ends
   int32_t default_max_tokens = 0;           // cap when a request gives none (0: context limit)
   scheduler::SamplingParams default_sampling;  // from generation_config.json
   std::string api_key;                      // empty: no auth

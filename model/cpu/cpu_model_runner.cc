@@ -109,6 +109,7 @@ absl::StatusOr<StepOutput> CpuModelRunner::Run(const StepPlan& plan) {
   }
   // Inputs are valid: from here on the step mutates state.
   for (const SlotCopy& c : plan.copies) state_.CopySlot(c.src, c.dst);
+  for (const PageCopy& c : plan.page_copies) state_.CopyPage(c.src, c.dst);
   for (const ColumnCommit& c : plan.commits) state_.KeepColumn(c.slot, c.accepted - 1);
   StepOutput drafted;
   RETURN_IF_ERROR(RunDrafts(plan.drafts, &drafted));

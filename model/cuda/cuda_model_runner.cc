@@ -475,6 +475,7 @@ absl::StatusOr<StepOutput> CudaModelRunner::Run(const StepPlan& plan) {
     RETURN_IF_ERROR(EnqueueSlotCopy(c.src, c.dst));
     columns_.Clear(c.dst);
   }
+  for (const PageCopy& c : plan.page_copies) RETURN_IF_ERROR(EnqueuePageCopy(c.src, c.dst));
   RETURN_IF_ERROR(columns_.Commit(plan.commits, stream_));
   if (plan.seqs.empty()) {
     RETURN_IF_ERROR(Sync());
@@ -601,20 +602,6 @@ absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool f
     CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   }
   return out;
-}
-
-absl::Status CudaModelRunner::EnqueueSlotCopy(SlotId src, SlotId dst) {
-  const int32_t n = options_.num_slots;
-  auto copy = [&](void* data, size_t bytes) {  // slot src's share of a [num_slots, ...] buffer onto dst's
-    const size_t per_slot = bytes / static_cast<size_t>(n);
-    uint8_t* base = static_cast<uint8_t*>(data);
-    return cudaMemcpyAsync(base + per_slot * dst, base + per_slot * src, per_slot, cudaMemcpyDeviceToDevice, stream_);
-  };
-  for (GdnState& g : gdn_) {
-    CUDA_RETURN_IF_ERROR(copy(g.recurrent.data(), g.recurrent.bytes()));
-    CUDA_RETURN_IF_ERROR(copy(g.conv.data(), g.conv.bytes()));
-  }
-  return absl::OkStatus();
 }
 
 DecodeTraffic CudaModelRunner::DecodeTrafficAt(const std::vector<int64_t>& contexts) const {

@@ -214,6 +214,8 @@ class CudaModelRunner : public ModelRunner {
   absl::StatusOr<StepOutput> Execute(const StepPlan& plan, bool fetch);
   // Slot src's GDN recurrent state and conv window onto slot dst, ordered on stream_.
   absl::Status EnqueueSlotCopy(SlotId src, SlotId dst);
+  // KV page src onto dst in every attention layer, on the step's stream (state_copies.cc).
+  absl::Status EnqueuePageCopy(int32_t src, int32_t dst);
   absl::Status SampleOnDevice(const std::vector<RowSampling>& rows, const TokenMasks& masks, StepOutput* out);
   // The rows' token masks (RowSampling::mask_row) applied to logits_ (device_token_masks.cc; this
   // rank's vocab columns): waits for the engine's mask thread (masks.ready), stages the bits

@@ -21,6 +21,11 @@
 #           (golden fixtures), the step cost curve of the random 4B model (bench engine --spec), and
 #           `bench serve` at 1, 8 and 64 users with --spec ngram against --spec off (the auto
 #           policy must turn itself down: never slower)
+#   prefix  the prefix cache on the GPU: the prefix-cache e2e suite (3-turn chats, shared system
+#           prompts, short repeats, --spec ngram: greedy replies equal a --no-prefix-cache server's),
+#           then with the random 4B, the next turn of a ~4K-token conversation + a ~100-token user
+#           turn (tests/gpu/prefix_ttft.py): first-token top-5 logprobs within 0.05 of cold, greedy
+#           equal, and the TTFT with the cache against without (target <= 20 ms vs ~130 ms cold)
 #   4b      a random 4B nvfp4-mixed model: logits vs CPU, `bench engine`, `bench serve` at batch 1
 #           (BENCH_BATCH, BENCH_CONTEXT, BENCH_PROMPT=prompt lengths for prefill, BENCH_PROFILE=1: op times), many
 #           sequences at 1K context (BENCH_WIDE_BATCH), prefill TTFT (BENCH_PREFILL), fp8 KV at 8K
@@ -43,7 +48,7 @@
 set -uo pipefail
 BIN="$(realpath "${1:-build/bin}")"
 LOG_DIR="${OUT:-/tmp}"
-SECTIONS="${SPARKSERVE_GPU_SECTIONS:-ops,blackwell,kernels,model,tp1gpu,e2e,structured,spec,4b}"
+SECTIONS="${SPARKSERVE_GPU_SECTIONS:-ops,blackwell,kernels,model,tp1gpu,e2e,structured,spec,prefix,4b}"
 want() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 SUMMARY=()
 status=0
@@ -181,6 +186,33 @@ if want spec; then
     grep -A3 "Speculative Decoding" "$LOG_DIR/bench_spec-ngram-$users.log" | head -4
   done
   echo "spec section: $(elapsed $t)"
+fi
+if want prefix; then
+  t=$(date +%s)
+  SPARKSERVE_E2E_BACKEND=cuda SPARKSERVE_BUILD_DIR="$(dirname "$BIN")" SPARKSERVE_E2E_LOG_DIR="$LOG_DIR/e2e_servers_prefix" \
+    python3 -m pytest -q -p no:cacheprovider tests/e2e/test_prefix_cache.py 2>&1 | tee "$LOG_DIR/e2e_prefix.log"
+  rc=${PIPESTATUS[0]}
+  record e2e-prefix "$rc" "$(grep -E '[0-9]+ (passed|failed)' "$LOG_DIR/e2e_prefix.log" | tail -1) ($(elapsed $t))"
+  make_4b
+  urls=()
+  pids=()
+  for mode in cached cold; do
+    flags=(); [ $mode = cold ] && flags=(--no-prefix-cache)
+    "$BIN/sparkserve" serve "$M4B" --backend cuda --port 0 --max-batch 8 --max-seq-len 8192 --spec off "${flags[@]}" \
+      >"$LOG_DIR/prefix_$mode.out" 2>"$LOG_DIR/prefix_$mode.err" &
+    pids+=($!)
+    url=""
+    for _ in $(seq 1 600); do
+      url=$(sed -n 's/^listening on //p' "$LOG_DIR/prefix_$mode.out")
+      [ -n "$url" ] && curl -sf "$url/health" >/dev/null && break
+      sleep 0.5
+    done
+    urls+=("$url")
+  done
+  timeout 900 python3 tests/gpu/prefix_ttft.py "${urls[0]}" "${urls[1]}" 2>&1 | tee "$LOG_DIR/prefix_ttft.log"
+  rc=${PIPESTATUS[0]}
+  record prefix-4b "$rc" "$(grep '^prefix next-turn' "$LOG_DIR/prefix_ttft.log")"
+  for pid in "${pids[@]}"; do kill -TERM "$pid"; wait "$pid"; done
 fi
 if want 4b; then
   t=$(date +%s)

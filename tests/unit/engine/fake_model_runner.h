@@ -4,7 +4,8 @@
 // (per slot: the tokens in its state; per KV page: which slot wrote which token at each position)
 // and fails Run when the plan breaks the contract: a slot must hold exactly start_pos tokens,
 // kv_pages must be exactly the pages covering [0, start_pos + n), hold that sequence's own tokens
-// and appear in no other sequence of the step.
+// (written by it or shared by the prefix cache) and those it writes appear in no other sequence
+// of the step.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -71,6 +72,9 @@ class FakeModelRunner : public model::ModelRunner {
     for (const model::SlotCopy& c : plan.copies) {
       slot_history_.at(static_cast<size_t>(c.dst)) = slot_history_.at(static_cast<size_t>(c.src));
     }
+    for (const model::PageCopy& c : plan.page_copies) {
+      page_writer_.at(static_cast<size_t>(c.dst)) = page_writer_.at(static_cast<size_t>(c.src));
+    }
     if (fail_next_) {
       fail_next_ = false;
       return absl::InternalError("injected device fault");
@@ -136,13 +140,16 @@ class FakeModelRunner : public model::ModelRunner {
         return Err("slot {}: {} kv pages for {} positions (want {})", w.slot, w.kv_pages.size(), w.start_pos + n,
                    want_pages);
       }
-      for (int32_t p : w.kv_pages) {
+      for (size_t i = 0; i < w.kv_pages.size(); ++i) {
+        const int32_t p = w.kv_pages[i];
         if (p < 0 || p >= capacity_.num_kv_pages) return Err("kv page {} out of range", p);
-        if (!pages.insert(p).second) return Err("kv page {} used by two sequences in one step", p);
+        // Pages before start_pos may be shared (prefix cache); a page this step writes may not.
+        const bool written = static_cast<int32_t>(i + 1) * ps > w.start_pos;
+        if (written && !pages.insert(p).second) return Err("kv page {} written by two sequences in one step", p);
       }
       for (int32_t pos = 0; pos < w.start_pos; ++pos) {
         const Cell& c = CellAt(w, pos);
-        if (c.slot != w.slot || c.token != hist[static_cast<size_t>(pos)]) {
+        if (c.token != hist[static_cast<size_t>(pos)]) {
           return Err("slot {}: KV at position {} was overwritten (page {} written by slot {})", w.slot, pos,
                      w.kv_pages[static_cast<size_t>(pos / ps)], c.slot);
         }
