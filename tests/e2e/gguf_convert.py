@@ -365,9 +365,20 @@ def add_tokenizer(writer, tok_dir, cfg):
         writer.add_chat_template(tc["chat_template"])
 
 
+def load_checkpoint(hf_dir):
+    """Every tensor of a checkpoint directory: model.safetensors, or the shards its index names."""
+    index = os.path.join(hf_dir, "model.safetensors.index.json")
+    if not os.path.exists(index):
+        return load_st(os.path.join(hf_dir, "model.safetensors"))
+    w = {}
+    for shard in sorted(set(json.load(open(index))["weight_map"].values())):
+        w.update(load_st(os.path.join(hf_dir, shard)))
+    return w
+
+
 def convert(hf_dir, out, qtype, tokenizer_dir=None):
     cfg = json.load(open(os.path.join(hf_dir, "config.json")))
-    w = load_st(os.path.join(hf_dir, "model.safetensors"))
+    w = load_checkpoint(hf_dir)
     L, nmtp = cfg["num_hidden_layers"], cfg.get("mtp_num_hidden_layers", 0)
     writer = gguf.GGUFWriter(out, "qwen35")
     writer.add_block_count(L + nmtp)
