@@ -487,6 +487,7 @@ void Engine::PublishStats(int64_t step_tokens) {
   local_.prefix_cache_entries = scheduler_->num_cache_entries();
   local_.prefix_cache_max_entries = scheduler_->max_cache_entries();
   local_.prefix_cache_pages = scheduler_->num_cache_pages();
+  local_.prefix_cache_only_pages = scheduler_->num_cache_only_pages();
   if (spec_) {
     const SpecCounters& c = spec_->counters();
     local_.spec_num_drafts = c.num_drafts;

@@ -33,6 +33,7 @@ struct EngineStats {
   int32_t prefix_cache_entries = 0;
   int32_t prefix_cache_max_entries = 0;
   int32_t prefix_cache_pages = 0;
+  int32_t prefix_cache_only_pages = 0;  // of those, held by no running request
   // Speculative decoding, counted as vLLM's spec_decode_* counters: verify windows, drafted
   // tokens, accepted drafts, accepted drafts per position (0-based; size: the most drafts).
   int64_t spec_num_drafts = 0;

@@ -147,6 +147,8 @@ class Scheduler {
   int64_t prefix_hits() const { return prefix_hits_; }
   int32_t num_cache_entries() const { return tree_.num_entries(); }
   int32_t num_cache_pages() const { return cache_pages_; }
+  // Of those, the pages no running sequence holds (evicted for any request that needs them).
+  int32_t num_cache_only_pages() const;
   int32_t max_cache_entries() const { return max_entries_; }
 
  private:

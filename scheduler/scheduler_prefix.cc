@@ -34,6 +34,15 @@ void Scheduler::AddCacheRefs(const std::vector<int32_t>& pages, int32_t sign) {
   }
 }
 
+int32_t Scheduler::num_cache_only_pages() const {
+  int32_t n = 0;
+  for (size_t p = 0; p < cache_page_refs_.size(); ++p) {
+    const int32_t refs = cache_page_refs_[p];
+    if (refs > 0 && pages_.refs(static_cast<int32_t>(p)) == refs) ++n;
+  }
+  return n;
+}
+
 bool Scheduler::EvictOne(int64_t keep) {
   std::optional<PrefixEntry> e = tree_.EvictLru(keep);
   if (!e) return false;

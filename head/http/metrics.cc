@@ -64,10 +64,12 @@ std::string ServingMetrics::Render(const engine::EngineStats& st) const {
         static_cast<double>(st.num_requests_running));
   gauge("num_requests_waiting", "Number of requests waiting to be processed.",
         static_cast<double>(st.num_requests_waiting));
+  // As vLLM counts it: pages only the prefix cache holds are free for any request that needs them.
   double kv_usage = st.total_kv_pages > 0
-                        ? 1.0 - static_cast<double>(st.free_kv_pages) / st.total_kv_pages
+                        ? 1.0 - static_cast<double>(st.free_kv_pages + st.prefix_cache_only_pages) / st.total_kv_pages
                         : 0.0;
-  gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", kv_usage);
+  gauge("kv_cache_usage_perc", "KV-cache usage (pages held by running requests). 1 means 100 percent usage.",
+        kv_usage);
   gauge("num_free_slots", "Sequence state slots free.", static_cast<double>(st.free_slots));
   gauge("num_total_slots", "Sequence state slots in all.", static_cast<double>(st.total_slots));
   if (in_flight_) {

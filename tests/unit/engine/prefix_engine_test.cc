@@ -68,6 +68,9 @@ TEST(PrefixCacheEngine, MultiTurnConversationsResumeAndMatchTheReference) {
   EXPECT_GT(st.prefix_cache_entries, 0);
   EXPECT_EQ(st.free_slots, st.total_slots);  // checkpoint slots are not sequence slots
   EXPECT_EQ(st.free_kv_pages + st.prefix_cache_pages, st.total_kv_pages);
+  // Idle: every page the cache holds is held by it alone (kv_cache_usage_perc counts them free).
+  EXPECT_EQ(st.prefix_cache_only_pages, st.prefix_cache_pages);
+  EXPECT_GT(st.prefix_cache_only_pages, 0);
   EXPECT_TRUE(h.model->contract_errors().empty()) << h.model->contract_errors().front();
 }
 
