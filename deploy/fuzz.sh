@@ -27,7 +27,8 @@ while [ $# -gt 0 ]; do
     *) TARGETS+=("$1"); shift ;;
   esac
 done
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(http_request_fuzz jinja_template_fuzz tokenizer_fuzz output_parser_fuzz config_json_fuzz safetensors_header_fuzz)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(http_request_fuzz jinja_template_fuzz tokenizer_fuzz output_parser_fuzz config_json_fuzz safetensors_header_fuzz
+                                      gguf_header_fuzz)
 command -v clang++ >/dev/null || die "clang++ not found (deploy/setup.sh installs it)"
 
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}" CCACHE_BASEDIR="$REPO_ROOT" CCACHE_NOHASHDIR=1
