@@ -350,14 +350,20 @@ class StandInNccl : public core::NcclGroups {
   std::vector<std::pair<std::string, int32_t>> joins_;
 };
 
+// text_tied at TP = 2 over `nccl` with `nodes` (which use the same stand-in).
+absl::StatusOr<model::LoadedRunner> LoadOverNccl(const Nodes& nodes, std::shared_ptr<StandInNccl> nccl,
+                                                 ClusterRunner** cluster) {
+  ClusterOptions o = Options(nodes);
+  o.collective = CollectiveKind::kNccl;
+  o.nccl = std::move(nccl);
+  return LoadRunner(GoldenDir("text_tied"), SmallRunner(), o, cluster);
+}
+
 TEST(ClusterRunner, NcclJoinsWithTheHeadsUniqueIdAndEqualsOneRank) {
   auto nccl = std::make_shared<StandInNccl>();
   Nodes nodes(1, nccl);
-  ClusterOptions o = Options(nodes);
-  o.collective = CollectiveKind::kNccl;
-  o.nccl = nccl;
   ClusterRunner* cluster = nullptr;
-  absl::StatusOr<model::LoadedRunner> r = LoadRunner(GoldenDir("text_tied"), SmallRunner(), o, &cluster);
+  absl::StatusOr<model::LoadedRunner> r = LoadOverNccl(nodes, nccl, &cluster);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_THAT(r->backend_description, HasSubstr("nccl"));
   ASSERT_TRUE(cluster->WaitUntilServing(std::chrono::seconds(30)).ok());
@@ -378,11 +384,8 @@ TEST(ClusterRunner, ANodesNcclSetUpErrorStopsStartUpNamingTheNode) {
   auto nccl = std::make_shared<StandInNccl>();
   nccl->fail_rank_1 = absl::InvalidArgumentError("Duplicate GPU detected: rank 0 and rank 1 both on CUDA device 0");
   Nodes nodes(1, nccl);
-  ClusterOptions o = Options(nodes);
-  o.collective = CollectiveKind::kNccl;
-  o.nccl = nccl;
   ClusterRunner* cluster = nullptr;
-  absl::StatusOr<model::LoadedRunner> r = LoadRunner(GoldenDir("text_tied"), SmallRunner(), o, &cluster);
+  absl::StatusOr<model::LoadedRunner> r = LoadOverNccl(nodes, nccl, &cluster);
   ASSERT_TRUE(r.ok()) << r.status();
   const auto t0 = Clock::now();
   const absl::Status st = cluster->WaitUntilServing(std::chrono::seconds(30));
