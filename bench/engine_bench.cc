@@ -92,7 +92,7 @@ absl::Status RunRequests(engine::Engine& engine, int batch, int prompt_len, int 
   auto wait = std::make_shared<Wait>();
   wait->unfinished = batch;
   std::uniform_int_distribution<int32_t> id(0, vocab - 1);
-  std::vector<scheduler::RequestId> ids;
+  std::vector<std::pair<scheduler::Request, engine::TokenSink>> requests;
   for (int b = 0; b < batch; ++b) {
     scheduler::Request r;
     r.prompt_ids.resize(static_cast<size_t>(std::max(prompt_len, 1)));
@@ -100,21 +100,16 @@ absl::Status RunRequests(engine::Engine& engine, int batch, int prompt_len, int 
     r.max_tokens = max_tokens;
     r.sampling.temperature = 0.0f;
     r.stop.ignore_eos = true;
-    auto submitted = engine.Submit(std::move(r), [wait](const scheduler::TokenEvent& e) {
+    requests.emplace_back(std::move(r), [wait](const scheduler::TokenEvent& e) {
       if (e.finish == scheduler::FinishReason::kNone) return;
       std::lock_guard lock(wait->mu);
       if (e.finish == scheduler::FinishReason::kError && wait->error.empty()) wait->error = e.error;
       if (--wait->unfinished == 0) wait->cv.notify_all();
     });
-    if (!submitted.ok()) {  // end the ones already in, then fail
-      for (scheduler::RequestId i : ids) engine.Cancel(i);
-      std::unique_lock lock(wait->mu);
-      wait->unfinished -= batch - b;
-      wait->cv.wait(lock, [&] { return wait->unfinished == 0; });
-      return submitted.status();
-    }
-    ids.push_back(*submitted);
   }
+  // Together, so that the batch starts in one step however the OS schedules this thread: one at a
+  // time, a fast model finished the first request before the second arrived.
+  if (auto submitted = engine.SubmitAll(std::move(requests)); !submitted.ok()) return submitted.status();
   std::unique_lock lock(wait->mu);
   wait->cv.wait(lock, [&] { return wait->unfinished == 0; });
   if (!wait->error.empty()) return absl::InternalError(wait->error);
@@ -322,7 +317,11 @@ int RunBenchEngine(const BenchEngineArgs& a) {
       }
       log.Take();
       const auto t_run = Clock::now();
-      if (auto st = RunRequests(engine, batch, context, decode_steps + slack, vocab, rng); !st.ok()) {
+      // A verify step may accept up to K drafts, so a speculating sequence asks for (1 + K) tokens a step:
+      // else one that prefilled a step ahead finishes before the others ran their full-batch steps.
+      const int tokens_per_step = spec ? 1 + a.spec.max_drafts : 1;
+      if (auto st = RunRequests(engine, batch, context, (decode_steps + slack) * tokens_per_step, vocab, rng);
+          !st.ok()) {
         spdlog::error("bench engine: batch {} context {}: {}", batch, context, std::string(st.message()));
         return 1;
       }

@@ -252,23 +252,35 @@ absl::Status Engine::Validate(const Request& r) const {
 }
 
 absl::StatusOr<RequestId> Engine::Submit(Request request, TokenSink sink) {
-  if (!sink) return absl::InvalidArgumentError("a request needs a token sink");
-  if (request.sampling.top_k < 0 && request.sampling.top_k >= -1) request.sampling.top_k = 0;
-  RETURN_IF_ERROR(Validate(request));
+  std::vector<std::pair<Request, TokenSink>> one;
+  one.emplace_back(std::move(request), std::move(sink));
+  ASSIGN_OR_RETURN(std::vector<RequestId> ids, SubmitAll(std::move(one)));
+  return ids.front();
+}
+
+absl::StatusOr<std::vector<RequestId>> Engine::SubmitAll(std::vector<std::pair<Request, TokenSink>> requests) {
+  for (auto& [request, sink] : requests) {
+    if (!sink) return absl::InvalidArgumentError("a request needs a token sink");
+    if (request.sampling.top_k < 0 && request.sampling.top_k >= -1) request.sampling.top_k = 0;
+    RETURN_IF_ERROR(Validate(request));
+  }
   std::lock_guard lock(mu_);
   if (draining_ || stopping_) {
     return absl::UnavailableError("the engine is shutting down and accepts no new requests");
   }
   const int64_t queued = waiting_requests_ + static_cast<int64_t>(inbox_.size());
-  if (queued >= config_.max_waiting_requests) {
+  if (queued + static_cast<int64_t>(requests.size()) > config_.max_waiting_requests) {
     return absl::ResourceExhaustedError(
         fmt::format("the request queue is full ({} requests waiting); retry later", queued));
   }
-  request.id = next_request_id_++;
-  const RequestId id = request.id;
-  inbox_.push_back({std::move(request), std::move(sink), Clock::now()});
+  std::vector<RequestId> ids;
+  for (auto& [request, sink] : requests) {
+    request.id = next_request_id_++;
+    ids.push_back(request.id);
+    inbox_.push_back({std::move(request), std::move(sink), Clock::now()});
+  }
   wake_.notify_one();
-  return id;
+  return ids;
 }
 
 void Engine::Cancel(RequestId id) { Finish(id, FinishReason::kAbort); }

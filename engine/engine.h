@@ -79,6 +79,11 @@ class Engine : public EngineApi {
   void Shutdown();
 
   absl::StatusOr<scheduler::RequestId> Submit(scheduler::Request request, TokenSink sink) override;
+  // Several requests that reach the engine thread together (the same step admits them, as far as
+  // they fit): a benchmark's batch must not depend on how the submitting thread is scheduled. All or
+  // none are accepted.
+  absl::StatusOr<std::vector<scheduler::RequestId>> SubmitAll(
+      std::vector<std::pair<scheduler::Request, TokenSink>> requests);
   void Cancel(scheduler::RequestId id) override;
   void Finish(scheduler::RequestId id, scheduler::FinishReason reason) override;
   EngineStats Stats() const override;

@@ -176,6 +176,35 @@ TEST(Engine, FullQueueAnswersResourceExhaustedThenRecovers) {
   h.ExpectIdleAndClean();
 }
 
+TEST(Engine, SubmitAllStartsTheRequestsInOneStepOrRefusesThemAll) {
+  Harness h(Capacity(4, 64));
+  h.engine->Start();  // running already: one Submit at a time could be a step apart
+  std::vector<std::unique_ptr<Collector>> out;
+  std::vector<std::pair<Request, TokenSink>> batch;
+  for (int i = 0; i < 3; ++i) {
+    out.push_back(std::make_unique<Collector>());
+    batch.emplace_back(Greedy(Prompt(5, 20 + i), 6), out.back()->Sink());
+  }
+  std::vector<std::pair<Request, TokenSink>> bad;
+  Collector unused;
+  bad.emplace_back(Greedy(Prompt(5, 30), 6), unused.Sink());
+  bad.emplace_back(Greedy(Prompt(5, 31), 0), unused.Sink());  // max_tokens 0: invalid
+  auto refused = h.engine->SubmitAll(std::move(bad));
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  auto ids = h.engine->SubmitAll(std::move(batch));
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  EXPECT_EQ(ids->size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(out[static_cast<size_t>(i)]->Wait());
+    EXPECT_EQ(out[static_cast<size_t>(i)]->tokens(), ReferenceGreedy(Prompt(5, 20 + i), kVocab, 6)) << i;
+  }
+  ASSERT_FALSE(h.model->plans().empty());
+  EXPECT_EQ(h.model->plans().front().seqs.size(), 3u) << "the three requests should start in the same step";
+  EXPECT_EQ(h.model->num_forwards(), 6) << "one prefill step and five shared decode steps";
+  EXPECT_TRUE(unused.events().empty()) << "nothing of a refused batch may run";
+  h.ExpectIdleAndClean();
+}
+
 TEST(Engine, NSamplesEachGetTheirOwnSequence) {
   Harness h(Capacity(4, 64));
   Collector greedy(3);
