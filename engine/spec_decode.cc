@@ -69,18 +69,31 @@ void SpecDecoder::Plan(std::vector<scheduler::SpecCandidate>& candidates, int64_
   // probe step (one step in kIdleSteps), so that acceptance it has never shown can be learnt and
   // the extra cost stays a small share of the steps.
   const bool probe_step = ++plan_calls_ % kIdleSteps == 0;
+  // MTP sequences left idle for kIdleSteps while the pooled first-draft acceptance is this low are
+  // retired instead of probed: the MTP work they keep paying every step (the KV fill) buys nothing,
+  // and waiting for kRetireAfter probes cost more than the drafts (random weights on the H200:
+  // 63% of --spec off's throughput at 64 users).
+  const bool pool_fails =
+      mtp() && Rate(global_accepted_[0], global_tried_[0], kPriorAcceptance, kGlobalWeight) < kRetireBelow;
   for (size_t i = 0; i < candidates.size(); ++i) {
     scheduler::SpecCandidate& c = candidates[i];
     if (proposal[i] == 0) continue;
     SeqStats& st = seqs_[c.seq->id];
+    bool retire = false;
     if (c.num_drafts > 0) {
       st.idle_steps = 0;
-    } else if (++st.idle_steps >= kIdleSteps && probe_step) {
-      c.num_drafts = proposal[i];
-      st.idle_steps = 0;
+    } else if (++st.idle_steps >= kIdleSteps) {
+      if (pool_fails) {
+        retire = true;
+      } else if (probe_step) {
+        c.num_drafts = proposal[i];
+        st.idle_steps = 0;
+      }
     }
     // MTP whose first draft keeps failing: no more drafts, and no more MTP work either.
-    if (mtp() && !st.tried.empty() && st.tried[0] >= kRetireAfter && st.accepted[0] < kRetireBelow * st.tried[0]) {
+    retire = retire || (mtp() && !st.tried.empty() && st.tried[0] >= kRetireAfter &&
+                        st.accepted[0] < kRetireBelow * st.tried[0]);
+    if (retire) {
       c.seq->mtp_off = true;
       c.num_drafts = 0;
     }

@@ -133,6 +133,36 @@ TEST(SpecDecoderAuto, KFollowsAcceptanceAndMtpWorkStopsWhenIdle) {
   EXPECT_FALSE(c[0].seq->mtp_off);
 }
 
+TEST(SpecDecoderAuto, AnMtpSequenceLeftIdleWhileThePoolAcceptsNothingStopsItsMtpWork) {
+  PolicyFixture f;
+  SpecDecoder p(Auto(3), std::make_unique<MtpDrafter>(), [](const scheduler::Sequence&) { return true; });
+  for (int t = 1; t <= 64; ++t) p.cost_curve().Observe(t, 1.0 + 0.05 * t);
+  auto old = f.Candidates(1, 3);
+  for (int i = 0; i < 20; ++i) p.Record(old[0].seq->id, 3, 0);  // the pool: first drafts never hold
+  auto c = f.Candidates(1, 3);
+  int steps = 0;
+  while (!c[0].seq->mtp_off && steps < 100) {
+    c[0].num_drafts = 0;
+    p.Plan(c, 1, 100);
+    EXPECT_EQ(c[0].num_drafts, 0) << "step " << steps;  // never worth drafting by the estimate
+    ++steps;
+  }
+  EXPECT_TRUE(c[0].seq->mtp_off);
+  EXPECT_EQ(steps, 16);  // kIdleSteps: then its MTP KV fill stops
+  // While the pool accepts, an idle sequence keeps its MTP work (a probe may show it pays).
+  PolicyFixture g;
+  SpecDecoder q(Auto(3), std::make_unique<MtpDrafter>(), [](const scheduler::Sequence&) { return true; });
+  for (int t = 1; t <= 64; ++t) q.cost_curve().Observe(t, 1.0 * t);  // drafting never pays by the estimate
+  auto good = g.Candidates(1, 3);
+  for (int i = 0; i < 20; ++i) q.Record(good[0].seq->id, 3, 3);
+  auto d = g.Candidates(1, 3);
+  for (int step = 0; step < 40; ++step) {
+    d[0].num_drafts = 0;
+    q.Plan(d, 1, 100);
+  }
+  EXPECT_FALSE(d[0].seq->mtp_off);
+}
+
 TEST(SpecDecoderAuto, ProbesASequenceThatStoppedDraftingInOneStepOfSixteen) {
   PolicyFixture f;
   SpecConfig cfg = Auto(3);
