@@ -68,6 +68,7 @@ absl::StatusOr<LoadedRunner> LoadModelRunner(quant::Checkpoint shard, const Qwen
     o.state.kv_page_size = s.kv_page_size;
     o.state.num_kv_pages = pages;
     o.state.max_verify_tokens = std::max(1, s.max_verify_tokens);
+    o.draft_vocab = s.draft_vocab;
     ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuModelRunner> r,
                      cpu::LoadCpuModel(std::move(shard), config, plan, collective, o));
     out.config = r->config();
@@ -91,6 +92,8 @@ absl::StatusOr<LoadedRunner> LoadModelRunner(quant::Checkpoint shard, const Qwen
   o.max_step_tokens = std::max(s.max_step_tokens, o.num_slots);
   o.cuda_graphs = s.cuda_graphs;
   o.max_verify_tokens = s.max_verify_tokens;
+  o.mtp = s.cuda_mtp;
+  o.draft_vocab = s.draft_vocab;
   o.kv_dtype = s.kv_dtype == KvCacheDtype::kFp8 ? kernels::cuda::KvDtype::kFp8E4M3 : kernels::cuda::KvDtype::kBf16;
   o.state_dtype = s.state_dtype == StateDtype::kBf16 ? kernels::cuda::GdnStateDtype::kBf16 : kernels::cuda::GdnStateDtype::kF32;
   o.w4a4_prefill = s.w4a4_prefill;

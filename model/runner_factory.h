@@ -45,6 +45,12 @@ struct RunnerOptions {
   bool w4a4_prefill = false;
   // Speculative decoding: the most columns of one verify window (1 + drafts); 1: no speculation.
   int32_t max_verify_tokens = 1;
+  // cuda: load the checkpoint's MTP block and draft with it on the GPU (`--spec mtp`). The CPU
+  // reference always loads it where the checkpoint has one.
+  bool cuda_mtp = false;
+  // MTP drafts are the greedy token among ids [0, draft_vocab) (0: the whole vocabulary): a draft
+  // step reads that many lm_head rows. CUDA: one rank only.
+  int32_t draft_vocab = 0;
 };
 
 struct LoadedRunner {

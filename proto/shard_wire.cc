@@ -63,6 +63,8 @@ RunnerSettings RunnerSettingsToWire(const model::RunnerOptions& o) {
   s.set_w4a4_prefill(o.w4a4_prefill);
   s.set_max_verify_tokens(o.max_verify_tokens);
   s.set_extra_slots(o.extra_slots);
+  s.set_cuda_mtp(o.cuda_mtp);
+  s.set_draft_vocab(o.draft_vocab);
   return s;
 }
 
@@ -100,6 +102,8 @@ absl::StatusOr<model::RunnerOptions> RunnerSettingsFromWire(const RunnerSettings
   o.w4a4_prefill = s.w4a4_prefill();
   o.max_verify_tokens = std::max(1, s.max_verify_tokens());  // 0: a head from before speculation
   o.extra_slots = std::max(0, s.extra_slots());
+  o.cuda_mtp = s.cuda_mtp();
+  o.draft_vocab = std::max(0, s.draft_vocab());
   return o;
 }
 

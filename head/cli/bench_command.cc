@@ -110,13 +110,12 @@ void AddBenchEngineSubcommand(CLI::App& bench, int* exit_code) {
   cmd->add_option("--json", args->json_path, "write the results as JSON to FILE ('-': stdout)");
   auto spec = std::make_shared<SpecFlags>();
   AddSpecOptions(cmd, spec.get());  // default off here: the decode figures are plain decoding's
-    if (spec->mode.empty()) spec->mode = "off";
-    args->spec = SpecConfigOf(*spec);
   auto cluster = std::make_shared<ClusterFlags>();
   AddClusterOptions(cmd, cluster.get());
   cmd->callback([args, spec, cluster, exit_code] {
     if (spec->mode.empty()) spec->mode = "off";
     args->spec = SpecConfigOf(*spec);
+    ApplySpecToRunner(*spec, &args->runner);
     absl::StatusOr<ResolvedCluster> resolved = ResolveClusterFlags(*cluster, args->runner.backend);
     if (!resolved.ok()) {
       spdlog::error("bench engine: {}", std::string(resolved.status().message()));

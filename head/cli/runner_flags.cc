@@ -72,10 +72,20 @@ void AddSpecOptions(CLI::App* cmd, SpecFlags* flags) {
                   "auto (default: k per sequence from its acceptance and the measured step cost, 0 when drafting "
                   "does not pay) or fixed (always the most drafts the drafter offers)")
       ->check(CLI::IsMember({"auto", "fixed"}));
+  cmd->add_option("--draft-vocab", flags->draft_vocab,
+                  "MTP drafts choose among token ids [0, N) only: a draft step reads N rows of the lm_head "
+                  "instead of all (byte-level BPE ids rise with merge rank, so the low ids are the frequent "
+                  "tokens); output is unchanged, only which drafts are proposed. 0 (default): the whole "
+                  "vocabulary. Single GPU for now (not with --nodes on CUDA)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 void ApplySpecToRunner(const SpecFlags& flags, model::RunnerOptions* options) {
   options->max_verify_tokens = flags.mode == "off" ? 1 : flags.tokens + 1;
+  // The GPU MTP is opt-in for now: its KV fill and draft steps are not yet in the policy's cost, so
+  // it is no default on CUDA (the CPU reference loads the block whenever the checkpoint has one).
+  options->cuda_mtp = flags.mode == "mtp";
+  options->draft_vocab = flags.draft_vocab;
 }
 
 engine::SpecConfig SpecConfigOf(const SpecFlags& flags) {

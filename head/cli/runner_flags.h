@@ -21,6 +21,7 @@ struct SpecFlags {
   std::string mode;  // empty: mtp when the checkpoint has mtp.* weights (and the runner verifies), else off
   int32_t tokens = 3;
   std::string policy = "auto";
+  int32_t draft_vocab = 0;  // MTP drafts over token ids [0, N) only (0: the whole vocabulary)
 };
 void AddSpecOptions(CLI::App* cmd, SpecFlags* flags);
 // Before loading: the verify window the runner must hold (1 when speculation is surely off).

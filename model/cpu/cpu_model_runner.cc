@@ -292,7 +292,8 @@ absl::Status CpuModelRunner::RunDrafts(const std::vector<DraftWork>& drafts, Ste
     row += n;
   }
   // Greedy draft steps: draft 0 from the last teacher-forced position, draft j from one more MTP
-  // step on draft j - 1 and the previous step's MTP hidden.
+  // step on draft j - 1 and the previous step's MTP hidden (the argmax among the draft vocabulary).
+  const int64_t draft_vocab = options_.draft_vocab > 0 ? std::min<int64_t>(options_.draft_vocab, V) : V;
   int32_t most = 0;
   for (const DraftWork& w : drafts) most = std::max(most, w.num_drafts);
   core::Tensor step_logits, step_hidden;  // keep the previous step's rows alive
@@ -301,7 +302,7 @@ absl::Status CpuModelRunner::RunDrafts(const std::vector<DraftWork>& drafts, Ste
     std::vector<size_t> who;
     for (size_t i = 0; i < drafts.size(); ++i) {
       if (j >= drafts[i].num_drafts) continue;
-      const int32_t tok = k::Argmax(last_logits[i], V);
+      const int32_t tok = k::Argmax(last_logits[i], draft_vocab);
       out->drafts[i].push_back(tok);
       if (j + 1 < drafts[i].num_drafts) {
         const int32_t pos = drafts[i].start_pos + static_cast<int32_t>(drafts[i].tokens.size()) + j;

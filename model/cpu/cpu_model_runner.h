@@ -28,6 +28,8 @@ struct CpuRunnerOptions {
   // CUDA backend does, so that a comparison with it measures everything else; off for the reference.
   bool kv_bf16 = false;
   bool linear_inputs_f16 = false;
+  // MTP drafts are the greedy token among ids [0, draft_vocab) (0: the whole vocabulary).
+  int32_t draft_vocab = 0;
 };
 
 // One sequence's share of an MTP forward: position start_pos + i takes the embedding of

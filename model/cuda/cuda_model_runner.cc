@@ -76,6 +76,7 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Load(const qua
 CudaModelRunner::~CudaModelRunner() {
   for (auto& [size, graph] : decode_graphs_) DestroyDecodeGraph(graph);
   if (meta_host_ != nullptr) cudaFreeHost(meta_host_);
+  if (mtp_meta_host_ != nullptr) cudaFreeHost(mtp_meta_host_);
   if (mask_host_ != nullptr) cudaFreeHost(mask_host_);
   if (gate_fork_ != nullptr) cudaEventDestroy(gate_fork_);
   if (gate_join_ != nullptr) cudaEventDestroy(gate_join_);
@@ -95,7 +96,10 @@ absl::Status CudaModelRunner::Init(const quant::Checkpoint& shard) {
   {
     CudaLinearOptions linear_options;
     linear_options.w4a4_prefill = options_.w4a4_prefill;
-    ASSIGN_OR_RETURN(weights_, CudaModelWeights::Load(config_, plan_, shard, linear_options));
+    ASSIGN_OR_RETURN(weights_, CudaModelWeights::Load(config_, plan_, shard, linear_options, options_.mtp));
+    if (options_.mtp && !weights_.mtp.present) {
+      spdlog::warn("cuda runner: MTP asked for, but the checkpoint has no MTP block (mtp.*): no MTP drafts");
+    }
     if (options_.kv_dtype == kc::KvDtype::kFp8E4M3) {
       ASSIGN_OR_RETURN(kv_scales, quant::ReadKvScales(shard));
     }
@@ -147,10 +151,20 @@ absl::Status CudaModelRunner::Init(const quant::Checkpoint& shard) {
   meta_.page_table = take(static_cast<size_t>(S) * pages_stride_);
   meta_.logit_rows = take(T);
   meta_.last_rows = take(S);
+  meta_.hidden_rows = take(T);
   meta_.total = at;
   CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&meta_host_), meta_.total * sizeof(int32_t)));
   std::memset(meta_host_, 0, meta_.total * sizeof(int32_t));
   ASSIGN_OR_RETURN(meta_device_, DeviceBuffer<int32_t>::Zeros(meta_.total));
+  if (has_mtp()) {
+    CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&mtp_meta_host_), meta_.total * sizeof(int32_t)));
+    std::memset(mtp_meta_host_, 0, meta_.total * sizeof(int32_t));
+    ASSIGN_OR_RETURN(mtp_meta_device_, DeviceBuffer<int32_t>::Zeros(meta_.total));
+    ASSIGN_OR_RETURN(mtp_cat16_, Buffer<__half>(T * 2 * d, &total));
+    ASSIGN_OR_RETURN(mtp_hidden16_, Buffer<__half>(T * d, &total));
+    ASSIGN_OR_RETURN(mtp_out_, Buffer<float>(T * d, &total));
+    RETURN_IF_ERROR(InitDraftHead(shard));
+  }
   // Activations.
   logit_chunk_rows_ = static_cast<int32_t>(std::min<int64_t>(std::max<int64_t>(S, 32), T));
   const int64_t mid = std::max({H * hd, nv * dv, F});
@@ -177,15 +191,21 @@ absl::Status CudaModelRunner::Init(const quant::Checkpoint& shard) {
   }
   size_t ws = weights_.lm_head.workspace_bytes(logit_chunk_rows_);
   auto grow = [&](const CudaLinear& l) { ws = std::max(ws, l.workspace_bytes(static_cast<int>(T))); };
-  for (const CudaLayerWeights& l : weights_.layers) {
-    for (const CudaLinear* lin : {&l.attn.qkv, &l.attn.q_proj, &l.attn.k_proj, &l.attn.v_proj, &l.attn.o_proj,
-                                  &l.gdn.qkvz, &l.gdn.in_proj_qkv, &l.gdn.in_proj_z, &l.gdn.ab, &l.gdn.in_proj_a,
-                                  &l.gdn.in_proj_b, &l.gdn.out_proj, &l.mlp.gate_up, &l.mlp.gate_proj, &l.mlp.up_proj,
-                                  &l.mlp.down_proj}) {
+  std::vector<const CudaLayerWeights*> layers;
+  for (const CudaLayerWeights& l : weights_.layers) layers.push_back(&l);
+  if (has_mtp()) {
+    layers.push_back(&weights_.mtp.layer);
+    grow(weights_.mtp.fc);
+  }
+  for (const CudaLayerWeights* l : layers) {
+    for (const CudaLinear* lin : {&l->attn.qkv, &l->attn.q_proj, &l->attn.k_proj, &l->attn.v_proj, &l->attn.o_proj,
+                                  &l->gdn.qkvz, &l->gdn.in_proj_qkv, &l->gdn.in_proj_z, &l->gdn.ab, &l->gdn.in_proj_a,
+                                  &l->gdn.in_proj_b, &l->gdn.out_proj, &l->mlp.gate_up, &l->mlp.gate_proj,
+                                  &l->mlp.up_proj, &l->mlp.down_proj}) {
       grow(*lin);
     }
   }
-  if (num_attention_layers_ > 0) {
+  if (num_attention_layers_ > 0 || has_mtp()) {
     ws = std::max(ws, kc::PagedAttentionWorkspaceBytes(static_cast<int>(T), static_cast<int>(H), static_cast<int>(hd)));
   }
   ASSIGN_OR_RETURN(workspace_, Buffer<uint8_t>(ws, &total));
@@ -213,7 +233,8 @@ absl::Status CudaModelRunner::Init(const quant::Checkpoint& shard) {
     r.utilization = options_.gpu_memory_utilization;
     r.device_total = static_cast<int64_t>(total_bytes);
     r.device_free = static_cast<int64_t>(free_bytes);
-    r.page_bytes = static_cast<int64_t>(num_attention_layers_) * 2 * page_elems * kv_bytes;  // K and V
+    // K and V of every attention layer, and of the MTP layer
+    r.page_bytes = static_cast<int64_t>(num_attention_layers_ + (has_mtp() ? 1 : 0)) * 2 * page_elems * kv_bytes;
     r.page_size = options_.kv_page_size;
     r.max_seq_len = options_.max_seq_len;
     r.max_batch = options_.num_slots;
@@ -223,13 +244,18 @@ absl::Status CudaModelRunner::Init(const quant::Checkpoint& shard) {
     spdlog::warn("cuda runner: fp8 KV cache without k_scale / v_scale in the checkpoint: scale 1.0 (|K|, |V| "
                  "beyond 448 saturate); `sparkserve quantize` with calibration stores per-layer scales");
   }
+  std::vector<std::string> attention_modules;  // the layers' in order, then the MTP layer's
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
-    if (kv_index_[static_cast<size_t>(layer)] < 0) continue;
+    if (kv_index_[static_cast<size_t>(layer)] >= 0) {
+      attention_modules.push_back(fmt::format("{}layers.{}.self_attn", c.weight_prefix(), layer));
+    }
+  }
+  if (has_mtp()) attention_modules.push_back("mtp.layers.0.self_attn");
+  for (const std::string& attention : attention_modules) {
     const size_t n = static_cast<size_t>(options_.num_kv_pages) * static_cast<size_t>(page_elems * kv_bytes);
     KvState kv;
     ASSIGN_OR_RETURN(kv.k, DeviceBuffer<uint8_t>::Zeros(n));
     ASSIGN_OR_RETURN(kv.v, DeviceBuffer<uint8_t>::Zeros(n));
-    const std::string attention = fmt::format("{}layers.{}.self_attn", c.weight_prefix(), layer);
     if (auto it = kv_scales.find(attention); it != kv_scales.end()) {
       kv.k_scale = it->second.first;
       kv.v_scale = it->second.second;
@@ -240,12 +266,16 @@ absl::Status CudaModelRunner::Init(const quant::Checkpoint& shard) {
   // Uploads and zero fills ran on the legacy default stream, which stream_ (non-blocking) does not
   // wait for: finish them before any step runs.
   CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
-  device_bytes_ = total + weights_.decode_weight_bytes() + static_cast<int64_t>(weights_.embed_tokens.bytes());
-  spdlog::info("cuda runner{}: {} layers ({} attention, {} GDN), {:.2f} GB of weights read per decode step, "
+  device_bytes_ = total + weights_.decode_weight_bytes() + weights_.mtp.weight_bytes() +
+                  static_cast<int64_t>(weights_.embed_tokens.bytes());
+  spdlog::info("cuda runner{}: {} layers ({} attention, {} GDN){}, {:.2f} GB of weights read per decode step, "
                "{} {} KV pages of {} tokens ({} full sequences of {}), {} GDN state, {:.2f} GB of device memory",
                tp() ? fmt::format(" (rank {} of {}, {})", plan_.rank, plan_.world, collective_->transport()) : "",
-               c.num_hidden_layers,
-               kv_.size(), gdn_.size(), static_cast<double>(weights_.decode_weight_bytes()) / 1e9,
+               c.num_hidden_layers, num_attention_layers_, gdn_.size(),
+               has_mtp() ? fmt::format(" + MTP ({:.3f} GB a draft step before lm_head)",
+                                       static_cast<double>(weights_.mtp.weight_bytes()) / 1e9)
+                         : "",
+               static_cast<double>(weights_.decode_weight_bytes()) / 1e9,
                options_.num_kv_pages, options_.kv_dtype == kc::KvDtype::kFp8E4M3 ? "fp8" : "bf16",
                options_.kv_page_size,
                options_.num_kv_pages / std::max(1, pages_stride_), options_.max_seq_len,
@@ -269,11 +299,14 @@ StepLimits CudaModelRunner::limits() const {
   l.max_verify_tokens = columns_.max_columns();
   l.vocab_size = config_.vocab_size;
   l.max_step_tokens = options_.max_step_tokens;
+  l.has_mtp = has_mtp();
+  l.prev_step_rows = prev_rows_;
   return l;
 }
 
-kc::RaggedBatchDevice CudaModelRunner::BatchOf(int num_seqs, int num_tokens, int max_seq_tokens) const {
-  const int32_t* m = meta_device_.data();
+kc::RaggedBatchDevice CudaModelRunner::BatchOf(const DeviceBuffer<int32_t>& meta, int num_seqs, int num_tokens,
+                                               int max_seq_tokens) const {
+  const int32_t* m = meta.data();
   kc::RaggedBatchDevice b;
   b.num_seqs = num_seqs;
   b.num_tokens = num_tokens;
@@ -297,10 +330,6 @@ kc::KvPoolDevice CudaModelRunner::KvPool(int32_t i) const {
 }
 
 absl::StatusOr<StepOutput> CudaModelRunner::Run(const StepPlan& plan) {
-  if (!plan.drafts.empty()) {
-    return absl::UnimplementedError(
-        "MTP drafts are not supported by the CUDA backend yet; use --spec ngram or --spec off");
-  }
   RETURN_IF_ERROR(ValidateStepPlan(limits(), plan));
   RETURN_IF_ERROR(columns_.Check(plan.commits));
   for (const SlotCopy& c : plan.copies) {
@@ -309,22 +338,34 @@ absl::StatusOr<StepOutput> CudaModelRunner::Run(const StepPlan& plan) {
   }
   for (const PageCopy& c : plan.page_copies) RETURN_IF_ERROR(EnqueuePageCopy(c.src, c.dst));
   RETURN_IF_ERROR(columns_.Commit(plan.commits, stream_));
-  if (plan.seqs.empty()) {
+  StepOutput drafted;
+  RETURN_IF_ERROR(RunDrafts(plan.drafts, &drafted));
+  if (plan.seqs.empty()) {  // no forward: the last forward's rows stay for later drafts
     RETURN_IF_ERROR(Sync());
-    return StepOutput{{}, {0}};
+    drafted.logit_row_begin = {0};
+    return drafted;
   }
-  if (plan.sampling.empty()) return Execute(plan, true);
+  auto with_drafts = [&](StepOutput out) {
+    out.drafts = std::move(drafted.drafts);
+    out.draft_logits = std::move(drafted.draft_logits);
+    return out;
+  };
+  if (plan.sampling.empty()) {
+    ASSIGN_OR_RETURN(StepOutput out, Execute(plan, true, drafted.drafts));
+    return with_drafts(std::move(out));
+  }
   for (const SeqWork& w : plan.seqs) {
     if (w.logits == LogitsWanted::kAll) {
       return absl::InvalidArgumentError("sampling on the GPU takes kLast/kNone logits only (one sampled row per sequence)");
     }
   }
-  ASSIGN_OR_RETURN(StepOutput out, Execute(plan, false));
+  ASSIGN_OR_RETURN(StepOutput out, Execute(plan, false, drafted.drafts));
   RETURN_IF_ERROR(SampleOnDevice(plan.sampling, plan.masks, &out));
-  return out;
+  return with_drafts(std::move(out));
 }
 
-absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool fetch) {
+absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool fetch,
+                                                    const std::vector<std::vector<int32_t>>& drafts) {
   step_keeps_columns_ = false;
   const int S = static_cast<int>(plan.seqs.size());
   const int64_t d = config_.hidden_size, V = config_.vocab_size;
@@ -336,9 +377,15 @@ absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool f
   m[meta_.token_begin] = 0;
   for (int s = 0; s < S; ++s) {
     const SeqWork& w = plan.seqs[static_cast<size_t>(s)];
-    const int n = static_cast<int>(w.tokens.size());
+    std::vector<int32_t> tokens = w.tokens;
+    if (w.num_drafts > 0) {  // this step's drafts of its slot (validated: one DraftWork, as many)
+      for (size_t i = 0; i < plan.drafts.size(); ++i) {
+        if (plan.drafts[i].slot == w.slot) tokens.insert(tokens.end(), drafts[i].begin(), drafts[i].end());
+      }
+    }
+    const int n = static_cast<int>(tokens.size());
     for (int i = 0; i < n; ++i) {
-      m[meta_.tokens + T + i] = w.tokens[static_cast<size_t>(i)];
+      m[meta_.tokens + T + i] = tokens[static_cast<size_t>(i)];
       m[meta_.token_seq + T + i] = s;
       m[meta_.positions + T + i] = w.start_pos + i;
     }
@@ -373,21 +420,14 @@ absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool f
   }
   out.logit_row_begin.push_back(0);
   for (const SeqWork& w : plan.seqs) {
-    const int rows = w.logits == LogitsWanted::kAll ? static_cast<int>(w.tokens.size()) : w.logits == LogitsWanted::kLast;
+    const int rows = w.logits == LogitsWanted::kAll ? w.num_tokens() : w.logits == LogitsWanted::kLast;
     out.logit_row_begin.push_back(out.logit_row_begin.back() + rows);
   }
   // Rows [row_begin, row_begin + rows) of the step's logits and hidden to the host; with tensor
   // parallelism the whole rows first, then a bounded wait (a pageable copy would wait unbounded).
   auto fetch_rows = [&](int row_begin, int rows) -> absl::Status {
     if (!fetch) return absl::OkStatus();
-    const float* logits = logits_.data();
-    if (tp()) {
-      RETURN_IF_ERROR(GatherLogits(rows));
-      RETURN_IF_ERROR(Sync());
-      logits = full_logits_.data();
-    }
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.logits.data<float>() + row_begin * V, logits,
-                                         sizeof(float) * rows * V, cudaMemcpyDeviceToHost, stream_));
+    RETURN_IF_ERROR(FetchLogitRows(rows, out.logits.data<float>() + row_begin * V));
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.hidden.data<float>() + row_begin * d, hidden_.data(),
                                          sizeof(float) * rows * d, cudaMemcpyDeviceToHost, stream_));
     return absl::OkStatus();
@@ -421,12 +461,13 @@ absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool f
     RETURN_IF_ERROR(EnqueueLayers(S, T, max_seq_tokens));
     for (int r = 0; r < R; r += logit_chunk_rows_) {
       const int rows = std::min(logit_chunk_rows_, R - r);
-      RETURN_IF_ERROR(EnqueueHead(r, rows));
+      RETURN_IF_ERROR(EnqueueHead(normed_.data(), meta_device_.data() + meta_.logit_rows + r, rows));
       RETURN_IF_ERROR(fetch_rows(r, rows));
     }
   }
   if (profiling_) RETURN_IF_ERROR(CollectOpProfile());
   columns_.AfterForward(plan);
+  prev_rows_ = T;  // normed_ holds them until the next forward
   if (fetch) {
     if (tp()) RETURN_IF_ERROR(Sync());
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.last_hidden.data<float>(), last_hidden_.data(), sizeof(float) * S * d,
@@ -434,6 +475,19 @@ absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool f
     CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   }
   return out;
+}
+
+absl::Status CudaModelRunner::FetchLogitRows(int rows, float* host) {
+  const int64_t V = config_.vocab_size;
+  const float* logits = logits_.data();
+  if (tp()) {
+    RETURN_IF_ERROR(GatherLogits(rows));
+    RETURN_IF_ERROR(Sync());
+    logits = full_logits_.data();
+  }
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(host, logits, sizeof(float) * rows * V, cudaMemcpyDeviceToHost, stream_));
+  return absl::OkStatus();
 }
 
 DecodeTraffic CudaModelRunner::DecodeTrafficAt(const std::vector<int64_t>& contexts) const {
@@ -444,7 +498,7 @@ DecodeTraffic CudaModelRunner::DecodeTrafficAt(const std::vector<int64_t>& conte
   t.weight_bytes = weights_.decode_weight_bytes() + S * c.hidden_size * 2;  // + the embedding rows read
   const int64_t kv_per_token =  // K and V
       2 * rs.kv_heads * c.head_dim * static_cast<int64_t>(kc::KvDtypeBytes(options_.kv_dtype));
-  for (const int64_t ctx : contexts) t.kv_bytes += static_cast<int64_t>(kv_.size()) * (ctx + 1) * kv_per_token;
+  for (const int64_t ctx : contexts) t.kv_bytes += int64_t{num_attention_layers_} * (ctx + 1) * kv_per_token;
   const int64_t per_layer =
       rs.nv * rs.dk * rs.dv * static_cast<int64_t>(kc::GdnStateDtypeBytes(options_.state_dtype)) +
       rs.conv_channels() * (c.linear_conv_kernel_dim - 1) * 4;

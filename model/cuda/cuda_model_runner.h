@@ -55,6 +55,12 @@ struct CudaRunnerOptions {
   bool w4a4_prefill = false;
   // Speculative decoding: most columns of a verify window (keep_column_states; f32 GDN state only).
   int32_t max_verify_tokens = 1;
+  // Load the checkpoint's MTP block (where it has one) and run the plans' DraftWork (mtp_drafts.cc):
+  // its weights and one more attention layer's KV pages come out of the memory budget.
+  bool mtp = false;
+  // MTP drafts are the greedy token among ids [0, draft_vocab) (0: all): the draft steps' lm_head is
+  // those rows only (a view of the tied embedding, else a bf16 copy). One rank only.
+  int32_t draft_vocab = 0;
 };
 
 // What one decode step reads from memory, for bench engine's floor.
@@ -78,10 +84,11 @@ class CudaModelRunner : public ModelRunner {
   ~CudaModelRunner() override;
 
   ModelCapacity capacity() const override;
-  // Copies, commits, then the forward; with plan.sampling, sampling on the GPU (one kLast row per seq
-  // at most). Drafts (MTP) are not supported yet: Unimplemented.
+  // Copies, commits, MTP drafts, then the forward; with plan.sampling, sampling on the GPU (one kLast
+  // row per seq at most).
   absl::StatusOr<StepOutput> Run(const StepPlan& plan) override;
   bool samples_on_device() const override { return true; }
+  bool has_mtp() const override { return weights_.mtp.present; }
 
   const Qwen35Config& config() const { return config_; }
   // Bytes a decode step over seqs at `contexts` (tokens already cached per seq) reads on this rank.
@@ -116,25 +123,35 @@ class CudaModelRunner : public ModelRunner {
     float k_scale = 1.0f, v_scale = 1.0f;  // fp8: stored = e4m3(x / scale)
   };
   std::vector<int32_t> gdn_index_, kv_index_;  // per layer: index into gdn_/kv_ or -1
-  int32_t num_attention_layers_ = 0;
+  int32_t num_attention_layers_ = 0;  // kv_[0, n): the layers'; kv_[n]: the MTP layer's (when loaded)
   std::vector<GdnState> gdn_;
   std::vector<KvState> kv_;
   VerifyColumns columns_;          // verify windows' per-column GDN state (verify_columns.h)
   bool step_keeps_columns_ = false;  // this forward has keep_column_states seqs
 
   // Step metadata: one int32 block on the host (pinned) and the device, copied in one transfer.
+  // hidden_rows: an MTP pass's source row of each token's hidden.
   struct MetaLayout {
     size_t tokens, token_begin, start_pos, token_seq, positions, slots, keep_columns, page_table, logit_rows,
-        last_rows, total;  // offsets in int32 units
+        last_rows, hidden_rows, total;  // offsets in int32 units
   };
   MetaLayout meta_;
   int32_t pages_stride_ = 0;
   int32_t* meta_host_ = nullptr;
   DeviceBuffer<int32_t> meta_device_;
+  // The MTP passes' own block (same layout): filled while the step's forward metadata may still be
+  // in flight.
+  int32_t* mtp_meta_host_ = nullptr;
+  DeviceBuffer<int32_t> mtp_meta_device_;
+  int64_t prev_rows_ = 0;  // token rows of the last forward: normed_ keeps them for DraftWork
 
   // Activations, sized for max_step_tokens rows (head and GDN counts, f: this rank's).
   int32_t logit_chunk_rows_ = 0;   // lm_head rows per pass (the logits buffer's rows)
   DeviceBuffer<float> residual_, delta_, normed_;          // [T, d] (replicated on every rank)
+  // MTP (when loaded): the fc input [T, 2d], the normed target hidden [T, d], mtp.norm's output [T, d].
+  DeviceBuffer<__half> mtp_cat16_, mtp_hidden16_;
+  DeviceBuffer<float> mtp_out_;
+  CudaLinear draft_head_;  // [draft_vocab, d] (options_.draft_vocab); out() == 0: the whole lm_head
   DeviceBuffer<__half> act16_;                              // [T, d] linear inputs
   DeviceBuffer<__half> mid16_;                              // [T, max(h*hd, nv*dv, f)]
   DeviceBuffer<float> proj0_, proj1_, proj2_, proj3_, mixed_;  // projection outputs (see Forward)
@@ -186,12 +203,31 @@ class CudaModelRunner : public ModelRunner {
   bool tp() const { return plan_.world > 1; }
   absl::Status Init(const quant::Checkpoint& shard);
   StepLimits limits() const;
-  kernels::cuda::RaggedBatchDevice BatchOf(int num_seqs, int num_tokens, int max_seq_tokens) const;
+  // The ragged batch described by a metadata block (meta_device_ or mtp_meta_device_).
+  kernels::cuda::RaggedBatchDevice BatchOf(const DeviceBuffer<int32_t>& meta, int num_seqs, int num_tokens,
+                                           int max_seq_tokens) const;
   kernels::cuda::KvPoolDevice KvPool(int32_t layer) const;
   // Everything between the metadata upload and the lm_head: the step's kernels on stream_.
   absl::Status EnqueueLayers(int num_seqs, int num_tokens, int max_seq_tokens);
-  // Logit rows [row_begin, row_begin + rows) of the step: gather, f16, lm_head into logits_.
-  absl::Status EnqueueHead(int row_begin, int rows);
+  // A full-attention block on act16_ (this layer's normed input): projections, q/k norm + RoPE + KV
+  // write into `kv`, paged attention, o_proj, then residual_ += output and act16_ = norm(residual_).
+  absl::Status EnqueueAttention(const CudaAttentionWeights& a, const kernels::cuda::KvPoolDevice& kv,
+                                const kernels::cuda::RaggedBatchDevice& batch, int T, const float* post_norm);
+  // The MLP on act16_; its output joins residual_ and act16_ = RMSNorm(residual_, next_norm), or
+  // (next_norm null) stays in delta_, all-reduced, for the caller's final norm.
+  absl::Status EnqueueMlp(const CudaMlpWeights& mlp, int T, const float* next_norm);
+  // Logit rows of `normed` [*, d] at row_index[0, rows) (device): gather, f16, lm_head (or `head`)
+  // into logits_.
+  absl::Status EnqueueHead(const float* normed, const int32_t* row_index, int rows, const CudaLinear* head = nullptr);
+  // The MTP draft head (options_.draft_vocab rows of the lm_head), from the shard's lm_head or the
+  // tied embedding.
+  absl::Status InitDraftHead(const quant::Checkpoint& shard);
+  // The plan's DraftWork (mtp_drafts.cc): the MTP block over each work's teacher-forced positions,
+  // then its greedy drafts into out->drafts (sampled on the GPU), kAll logits into out->draft_logits.
+  absl::Status RunDrafts(const std::vector<DraftWork>& drafts, StepOutput* out);
+  // One MTP pass over mtp_meta_'s batch (uploaded): embedding and hidden rows (from `hidden_src`)
+  // normed and concatenated, fc, the MTP layer, mtp.norm into mtp_out_.
+  absl::Status EnqueueMtpPass(int num_seqs, int num_tokens, int max_seq_tokens, const float* hidden_src);
   // The decode step of S seqs (one token each) captured into executable graph(s).
   absl::StatusOr<DecodeGraph> CaptureDecodeStep(int S);
   absl::Status LaunchDecodeGraph(const DecodeGraph& g);
@@ -203,6 +239,9 @@ class CudaModelRunner : public ModelRunner {
   absl::Status AllReduce(float* data, size_t count);
   // Logit rows [0, rows) of logits_ (this rank's vocab rows) gathered into full_logits_ in vocab order.
   absl::Status GatherLogits(int rows);
+  // Logit rows [0, rows) of the step's whole vocabulary (gathered first under tensor parallelism, with
+  // a bounded wait) copied to `host` [rows, V] on stream_; the caller waits for the stream.
+  absl::Status FetchLogitRows(int rows, float* host);
   // Waits for stream_ (through the collective at world > 1: bounded, a dead peer fails it).
   absl::Status Sync();
   absl::Status RunLinear(const CudaLinear& linear, const __half* x, int rows, float* y,
@@ -211,7 +250,8 @@ class CudaModelRunner : public ModelRunner {
   // RMSNorm(residual_) with weight `norm`: fused into the linear's epilogue when it has one.
   absl::Status LinearThenAddNorm(const CudaLinear& linear, const __half* x, int T, const float* norm);
   // The step up to the logits on the device; with `fetch`, logits/hidden/last_hidden come back.
-  absl::StatusOr<StepOutput> Execute(const StepPlan& plan, bool fetch);
+  // `drafts`: per DraftWork its tokens, the last inputs of the verify seq of the same slot.
+  absl::StatusOr<StepOutput> Execute(const StepPlan& plan, bool fetch, const std::vector<std::vector<int32_t>>& drafts);
   // Slot src's GDN recurrent state and conv window onto slot dst, ordered on stream_.
   absl::Status EnqueueSlotCopy(SlotId src, SlotId dst);
   // KV page src onto dst in every attention layer, on the step's stream (state_copies.cc).

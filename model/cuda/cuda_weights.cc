@@ -144,7 +144,7 @@ class DeviceBinder {
 
 absl::StatusOr<CudaModelWeights> CudaModelWeights::Load(const Qwen35Config& c, const ShardPlan& plan,
                                                         const quant::Checkpoint& ckpt,
-                                                        const CudaLinearOptions& linear_options) {
+                                                        const CudaLinearOptions& linear_options, bool load_mtp) {
   DeviceBinder b(c, plan, ckpt, linear_options);
   const std::string prefix(c.weight_prefix());
   const int64_t d = c.hidden_size, V = c.vocab_size;
@@ -164,26 +164,48 @@ absl::StatusOr<CudaModelWeights> CudaModelWeights::Load(const Qwen35Config& c, c
                      b.Layer(fmt::format("{}layers.{}.", prefix, i), c.layer_types[static_cast<size_t>(i)]));
     w.layers.push_back(std::move(layer));
   }
+  if (load_mtp && c.mtp_num_hidden_layers > 0 && ckpt.FindModule("mtp.fc") != nullptr) {
+    CudaMtpWeights& m = w.mtp;
+    ASSIGN_OR_RETURN(m.fc, b.Linear("mtp.fc", d, 2 * d));
+    ASSIGN_OR_RETURN(m.pre_fc_norm_embedding, b.Vector("mtp.pre_fc_norm_embedding.weight", d));
+    ASSIGN_OR_RETURN(m.pre_fc_norm_hidden, b.Vector("mtp.pre_fc_norm_hidden.weight", d));
+    ASSIGN_OR_RETURN(m.norm, b.Vector("mtp.norm.weight", d));
+    ASSIGN_OR_RETURN(m.layer, b.Layer("mtp.layers.0.", LayerType::kFullAttention));
+    m.present = true;
+  }
   return w;
+}
+
+namespace {
+
+int64_t LayerWeightBytes(const CudaLayerWeights& l) {
+  int64_t n = static_cast<int64_t>(l.input_layernorm.bytes() + l.post_attention_layernorm.bytes());
+  auto add = [&](std::initializer_list<const CudaLinear*> linears) {
+    for (const CudaLinear* x : linears) n += x->weight_bytes();  // absent ones hold 0 bytes
+  };
+  if (l.type == LayerType::kFullAttention) {
+    add({&l.attn.qkv, &l.attn.q_proj, &l.attn.k_proj, &l.attn.v_proj, &l.attn.o_proj});
+    n += static_cast<int64_t>(l.attn.q_norm.bytes() + l.attn.k_norm.bytes());
+  } else {
+    add({&l.gdn.qkvz, &l.gdn.in_proj_qkv, &l.gdn.in_proj_z, &l.gdn.ab, &l.gdn.in_proj_a, &l.gdn.in_proj_b,
+         &l.gdn.out_proj});
+    n += static_cast<int64_t>(l.gdn.conv1d.bytes() + l.gdn.a_log.bytes() + l.gdn.dt_bias.bytes() + l.gdn.norm.bytes());
+  }
+  add({&l.mlp.gate_up, &l.mlp.gate_proj, &l.mlp.up_proj, &l.mlp.down_proj});
+  return n;
+}
+
+}  // namespace
+
+int64_t CudaMtpWeights::weight_bytes() const {
+  if (!present) return 0;
+  return fc.weight_bytes() + LayerWeightBytes(layer) +
+         static_cast<int64_t>(pre_fc_norm_embedding.bytes() + pre_fc_norm_hidden.bytes() + norm.bytes());
 }
 
 int64_t CudaModelWeights::decode_weight_bytes() const {
   int64_t n = lm_head.weight_bytes() + static_cast<int64_t>(final_norm.bytes());
-  auto add = [&](std::initializer_list<const CudaLinear*> linears) {
-    for (const CudaLinear* l : linears) n += l->weight_bytes();  // absent ones hold 0 bytes
-  };
-  for (const CudaLayerWeights& l : layers) {
-    n += static_cast<int64_t>(l.input_layernorm.bytes() + l.post_attention_layernorm.bytes());
-    if (l.type == LayerType::kFullAttention) {
-      add({&l.attn.qkv, &l.attn.q_proj, &l.attn.k_proj, &l.attn.v_proj, &l.attn.o_proj});
-      n += static_cast<int64_t>(l.attn.q_norm.bytes() + l.attn.k_norm.bytes());
-    } else {
-      add({&l.gdn.qkvz, &l.gdn.in_proj_qkv, &l.gdn.in_proj_z, &l.gdn.ab, &l.gdn.in_proj_a, &l.gdn.in_proj_b,
-           &l.gdn.out_proj});
-      n += static_cast<int64_t>(l.gdn.conv1d.bytes() + l.gdn.a_log.bytes() + l.gdn.dt_bias.bytes() + l.gdn.norm.bytes());
-    }
-    add({&l.mlp.gate_up, &l.mlp.gate_proj, &l.mlp.up_proj, &l.mlp.down_proj});
-  }
+  for (const CudaLayerWeights& l : layers) n += LayerWeightBytes(l);
   return n;
 }
 

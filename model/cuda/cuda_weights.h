@@ -2,7 +2,8 @@
 // checkpoint name from that rank's shard (model/shard_cuts.h): linears as CudaLinear (NVFP4/FP8 kept
 // quantised), norms and GDN vectors as f32, the embedding table (replicated) as bf16. Shapes are
 // the rank's (d hidden, h/kv heads, nk/nv GDN heads, f MLP width, V_r vocab rows of lm_head; the
-// embedding keeps all V rows). The MTP block stays on the CPU path.
+// embedding keeps all V rows). The MTP block (mtp.*) when asked for: its fc replicated, its layer cut
+// like a main full-attention layer.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -53,19 +54,34 @@ struct CudaLayerWeights {
   CudaMlpWeights mlp;
 };
 
+// The MTP block (FORMATS.md §2): fc over [norm(embed), norm(hidden)], one full-attention decoder
+// layer with its own KV pages, its final norm; the lm_head is the model's.
+struct CudaMtpWeights {
+  bool present = false;
+  CudaLinear fc;                             // [d, 2d] replicated; input [embedding | hidden]
+  DeviceBuffer<float> pre_fc_norm_embedding;  // [d] zero-centred
+  DeviceBuffer<float> pre_fc_norm_hidden;     // [d] zero-centred
+  DeviceBuffer<float> norm;                   // [d] zero-centred
+  CudaLayerWeights layer;                     // mtp.layers.0.* (full attention, this rank's heads)
+  int64_t weight_bytes() const;               // what one MTP step reads (lm_head excluded)
+};
+
 struct CudaModelWeights {
   DeviceBuffer<__nv_bfloat16> embed_tokens;  // [V, d]
   DeviceBuffer<float> final_norm;            // [d] zero-centred
   CudaLinear lm_head;                        // [V_r, d] (a view of embed_tokens' rows when tied)
   std::vector<CudaLayerWeights> layers;
+  CudaMtpWeights mtp;                        // present: load_mtp and the shard has mtp.fc
 
-  // Binds and uploads every parameter `config` names from rank plan.rank's shard. Errors name the
-  // parameter (missing, or a shape other than the config and plan imply).
+  // Binds and uploads every parameter `config` names from rank plan.rank's shard (with `load_mtp`,
+  // the MTP block too where the config and shard have one). Errors name the parameter (missing, or
+  // a shape other than the config and plan imply).
   static absl::StatusOr<CudaModelWeights> Load(const Qwen35Config& config, const ShardPlan& plan,
                                                const quant::Checkpoint& shard,
-                                               const CudaLinearOptions& linear_options = {});
+                                               const CudaLinearOptions& linear_options = {}, bool load_mtp = false);
   // Bytes a decode step reads from the weights: every linear (lm_head included) once, norms and
-  // GDN vectors, plus the embedding rows of the step (excluded here: `rows * d * 2` per step).
+  // GDN vectors, plus the embedding rows of the step (excluded here: `rows * d * 2` per step). The
+  // MTP block is not part of a decode step.
   int64_t decode_weight_bytes() const;
 };
 

@@ -42,7 +42,7 @@ absl::StatusOr<CudaModelRunner::DecodeGraph> CudaModelRunner::CaptureDecodeStep(
   absl::Status captured = BeginSegment();
   if (captured.ok()) captured = Mark("start");  // a no-op unless profiling
   if (captured.ok()) captured = EnqueueLayers(S, S, 1);
-  if (captured.ok()) captured = EnqueueHead(0, S);
+  if (captured.ok()) captured = EnqueueHead(normed_.data(), meta_device_.data() + meta_.logit_rows, S);
   const absl::Status ended = EndSegment();  // ends the capture in progress, whatever happened
   building_ = nullptr;
   if (!captured.ok() || !ended.ok()) {

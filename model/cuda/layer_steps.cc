@@ -1,5 +1,6 @@
 // CudaModelRunner's per-step kernel sequence: each layer's ops enqueued in order (norms, linears,
-// GDN / attention, gating, residuals), then the head's final norm and lm_head rows.
+// GDN / attention, gating, residuals), then the head's final norm and lm_head rows. The attention
+// and MLP blocks serve the MTP layer too (mtp_drafts.cc).
 #include <algorithm>
 #include <cmath>
 
@@ -36,17 +37,65 @@ absl::Status CudaModelRunner::RunLinear(const CudaLinear& linear, const __half* 
   return Mark(n.substr(n.find_last_of('.') + 1));  // "model.layers.3.mlp.down_proj" -> "down_proj"
 }
 
+absl::Status CudaModelRunner::EnqueueAttention(const CudaAttentionWeights& a, const kc::KvPoolDevice& kv,
+                                               const kc::RaggedBatchDevice& batch, int T, const float* post_norm) {
+  const auto& c = config_;
+  const int H = static_cast<int>(shapes_.heads), KV = static_cast<int>(shapes_.kv_heads), hd = static_cast<int>(c.head_dim);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  __half* act16 = act16_.data();
+  __half* mid16 = mid16_.data();
+  kc::QkvInput in;  // q_proj rows per head: [q (hd) | gate (hd)]
+  if (a.qkv.out() > 0) {  // proj0 [T, H * 2hd + 2 * KV * hd]
+    const int row = a.qkv.out();
+    RETURN_IF_ERROR(RunLinear(a.qkv, act16, T, proj0_.data()));
+    in = {proj0_.data(), row, 2 * hd, proj0_.data() + H * 2 * hd, row, proj0_.data() + H * 2 * hd + KV * hd, row};
+  } else {  // proj0 [T, H * 2hd], proj1 / proj2 [T, KV * hd]
+    RETURN_IF_ERROR(RunLinear(a.q_proj, act16, T, proj0_.data()));
+    RETURN_IF_ERROR(RunLinear(a.k_proj, act16, T, proj1_.data()));
+    RETURN_IF_ERROR(RunLinear(a.v_proj, act16, T, proj2_.data()));
+    in = {proj0_.data(), H * 2 * hd, 2 * hd, proj1_.data(), KV * hd, proj2_.data(), KV * hd};
+  }
+  RETURN_IF_ERROR(kc::QkNormRopeKvWrite(in, a.q_norm.data(), a.k_norm.data(), eps, H, static_cast<int>(c.rotary_dim()),
+                                        static_cast<float>(c.rope.theta), batch, kv, mixed_.data(), stream_));
+  RETURN_IF_ERROR(Mark("qk_norm_rope_kv_write"));
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  RETURN_IF_ERROR(kc::PagedAttention(mixed_.data(), H, scale, kv, batch, in.q + hd, in.q_row_stride, 2 * hd, mid16,
+                                     workspace_.data(), stream_));
+  RETURN_IF_ERROR(Mark("paged_attention"));
+  return LinearThenAddNorm(a.o_proj, mid16, T, post_norm);
+}
+
+absl::Status CudaModelRunner::EnqueueMlp(const CudaMlpWeights& mlp, int T, const float* next_norm) {
+  const int F = static_cast<int>(shapes_.ffn), d = static_cast<int>(config_.hidden_size);
+  __half* act16 = act16_.data();
+  __half* mid16 = mid16_.data();
+  if (mlp.gate_up.out() > 0 && mlp.gate_up.has_epilogues()) {  // silu(gate) * up straight into mid16
+    const kc::DecodeEpilogue e = kc::DecodeEpilogue::SwiGlu(mid16);
+    RETURN_IF_ERROR(RunLinear(mlp.gate_up, act16, T, nullptr, e));
+  } else if (mlp.gate_up.out() > 0) {  // proj0 [T, 2F]
+    RETURN_IF_ERROR(RunLinear(mlp.gate_up, act16, T, proj0_.data()));
+    RETURN_IF_ERROR(kc::SwiGlu(proj0_.data(), proj0_.data() + F, T, F, 2 * F, mid16, stream_));
+    RETURN_IF_ERROR(Mark("swiglu"));
+  } else {  // proj0 / proj1 [T, F]
+    RETURN_IF_ERROR(RunLinear(mlp.gate_proj, act16, T, proj0_.data()));
+    RETURN_IF_ERROR(RunLinear(mlp.up_proj, act16, T, proj1_.data()));
+    RETURN_IF_ERROR(kc::SwiGlu(proj0_.data(), proj1_.data(), T, F, F, mid16, stream_));
+    RETURN_IF_ERROR(Mark("swiglu"));
+  }
+  if (next_norm != nullptr) return LinearThenAddNorm(mlp.down_proj, mid16, T, next_norm);
+  RETURN_IF_ERROR(RunLinear(mlp.down_proj, mid16, T, delta_.data()));
+  return AllReduce(delta_.data(), static_cast<size_t>(T) * static_cast<size_t>(d));
+}
+
 absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
   const auto& c = config_;
   const RankShapes& rs = shapes_;  // this rank's heads and widths
-  const int d = static_cast<int>(c.hidden_size), H = static_cast<int>(rs.heads), KV = static_cast<int>(rs.kv_heads),
-            hd = static_cast<int>(c.head_dim);
+  const int d = static_cast<int>(c.hidden_size);
   const kc::GdnShape gs{static_cast<int>(rs.nk), static_cast<int>(rs.nv), static_cast<int>(rs.dk),
                         static_cast<int>(rs.dv)};
   const int C = 2 * gs.nk * gs.dk + gs.nv * gs.dv, K = static_cast<int>(c.linear_conv_kernel_dim);
-  const int F = static_cast<int>(rs.ffn);
   const float eps = static_cast<float>(c.rms_norm_eps);
-  const kc::RaggedBatchDevice batch = BatchOf(S, T, max_seq_tokens);
+  const kc::RaggedBatchDevice batch = BatchOf(meta_device_, S, T, max_seq_tokens);
   float* residual = residual_.data();
   float* delta = delta_.data();
   __half* act16 = act16_.data();
@@ -61,27 +110,7 @@ absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
   for (size_t i = 0; i < weights_.layers.size(); ++i) {
     const CudaLayerWeights& w = weights_.layers[i];
     if (w.type == LayerType::kFullAttention) {
-      const CudaAttentionWeights& a = w.attn;
-      kc::QkvInput in;  // q_proj rows per head: [q (hd) | gate (hd)]
-      if (a.qkv.out() > 0) {  // proj0 [T, H * 2hd + 2 * KV * hd]
-        const int row = a.qkv.out();
-        RETURN_IF_ERROR(RunLinear(a.qkv, act16, T, proj0_.data()));
-        in = {proj0_.data(), row, 2 * hd, proj0_.data() + H * 2 * hd, row, proj0_.data() + H * 2 * hd + KV * hd, row};
-      } else {  // proj0 [T, H * 2hd], proj1 / proj2 [T, KV * hd]
-        RETURN_IF_ERROR(RunLinear(a.q_proj, act16, T, proj0_.data()));
-        RETURN_IF_ERROR(RunLinear(a.k_proj, act16, T, proj1_.data()));
-        RETURN_IF_ERROR(RunLinear(a.v_proj, act16, T, proj2_.data()));
-        in = {proj0_.data(), H * 2 * hd, 2 * hd, proj1_.data(), KV * hd, proj2_.data(), KV * hd};
-      }
-      const kc::KvPoolDevice kv = KvPool(kv_index_[i]);
-      RETURN_IF_ERROR(kc::QkNormRopeKvWrite(in, a.q_norm.data(), a.k_norm.data(), eps, H, static_cast<int>(c.rotary_dim()),
-                                            static_cast<float>(c.rope.theta), batch, kv, mixed_.data(), stream_));
-      RETURN_IF_ERROR(Mark("qk_norm_rope_kv_write"));
-      const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-      RETURN_IF_ERROR(kc::PagedAttention(mixed_.data(), H, scale, kv, batch, in.q + hd, in.q_row_stride, 2 * hd, mid16,
-                                         workspace_.data(), stream_));
-      RETURN_IF_ERROR(Mark("paged_attention"));
-      RETURN_IF_ERROR(LinearThenAddNorm(a.o_proj, mid16, T, w.post_attention_layernorm.data()));
+      RETURN_IF_ERROR(EnqueueAttention(w.attn, KvPool(kv_index_[i]), batch, T, w.post_attention_layernorm.data()));
     } else {
       const CudaGdnWeights& g = w.gdn;
       GdnState& st = gdn_[static_cast<size_t>(gdn_index_[i])];
@@ -145,26 +174,9 @@ absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
       RETURN_IF_ERROR(Mark("gated_delta_net"));
       RETURN_IF_ERROR(LinearThenAddNorm(g.out_proj, mid16, T, w.post_attention_layernorm.data()));
     }
-    const CudaMlpWeights& mlp = w.mlp;
-    if (mlp.gate_up.out() > 0 && mlp.gate_up.has_epilogues()) {  // silu(gate) * up straight into mid16
-      const kc::DecodeEpilogue e = kc::DecodeEpilogue::SwiGlu(mid16);
-      RETURN_IF_ERROR(RunLinear(mlp.gate_up, act16, T, nullptr, e));
-    } else if (mlp.gate_up.out() > 0) {  // proj0 [T, 2F]
-      RETURN_IF_ERROR(RunLinear(mlp.gate_up, act16, T, proj0_.data()));
-      RETURN_IF_ERROR(kc::SwiGlu(proj0_.data(), proj0_.data() + F, T, F, 2 * F, mid16, stream_));
-      RETURN_IF_ERROR(Mark("swiglu"));
-    } else {  // proj0 / proj1 [T, F]
-      RETURN_IF_ERROR(RunLinear(mlp.gate_proj, act16, T, proj0_.data()));
-      RETURN_IF_ERROR(RunLinear(mlp.up_proj, act16, T, proj1_.data()));
-      RETURN_IF_ERROR(kc::SwiGlu(proj0_.data(), proj1_.data(), T, F, F, mid16, stream_));
-      RETURN_IF_ERROR(Mark("swiglu"));
-    }
-    if (i + 1 < weights_.layers.size()) {  // the residual add + the next layer's input norm
-      RETURN_IF_ERROR(LinearThenAddNorm(mlp.down_proj, mid16, T, weights_.layers[i + 1].input_layernorm.data()));
-    } else {
-      RETURN_IF_ERROR(RunLinear(mlp.down_proj, mid16, T, delta));
-      RETURN_IF_ERROR(AllReduce(delta, static_cast<size_t>(T) * static_cast<size_t>(d)));
-    }
+    // The residual add + the next layer's input norm; after the last layer, the final norm below.
+    const float* next_norm = i + 1 < weights_.layers.size() ? weights_.layers[i + 1].input_layernorm.data() : nullptr;
+    RETURN_IF_ERROR(EnqueueMlp(w.mlp, T, next_norm));
   }
   // The final norm over every row (residual keeps the pre-norm stream), then each seq's last row.
   RETURN_IF_ERROR(
@@ -174,13 +186,13 @@ absl::Status CudaModelRunner::EnqueueLayers(int S, int T, int max_seq_tokens) {
   return Mark("gather_rows");
 }
 
-absl::Status CudaModelRunner::EnqueueHead(int row_begin, int rows) {
+absl::Status CudaModelRunner::EnqueueHead(const float* normed, const int32_t* row_index, int rows,
+                                          const CudaLinear* head) {
   const int d = static_cast<int>(config_.hidden_size);
-  RETURN_IF_ERROR(
-      kc::GatherRows(normed_.data(), d, meta_device_.data() + meta_.logit_rows + row_begin, rows, hidden_.data(), stream_));
+  RETURN_IF_ERROR(kc::GatherRows(normed, d, row_index, rows, hidden_.data(), stream_));
   RETURN_IF_ERROR(kc::F32ToF16(hidden_.data(), static_cast<int64_t>(rows) * d, hidden16_.data(), stream_));
   RETURN_IF_ERROR(Mark("gather_rows"));
-  return RunLinear(weights_.lm_head, hidden16_.data(), rows, logits_.data());
+  return RunLinear(head != nullptr ? *head : weights_.lm_head, hidden16_.data(), rows, logits_.data());
 }
 
 }  // namespace sparkserve::model::cuda

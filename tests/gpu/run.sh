@@ -16,11 +16,18 @@
 #   structured  structured outputs: `bench serve` of the random 4B model at 1 and 64 users with every
 #           request constrained (a JSON schema that cannot end before max_tokens) against the same
 #           runs unconstrained (issue 27's target: within 5% at 64 users)
-#   spec    speculative decoding (n-gram drafts verified on the GPU; MTP drafting is CPU-only so far):
+#   spec    speculative decoding with n-gram drafts verified on the GPU (MTP: the mtp section):
 #           greedy output with --spec ngram k=1..5 equals --spec off through `run` and 8 HTTP users
 #           (golden fixtures), the step cost curve of the random 4B model (bench engine --spec), and
 #           `bench serve` at 1, 8 and 64 users with --spec ngram against --spec off (the auto
 #           policy must turn itself down: never slower)
+#   mtp     MTP drafting on the GPU (issue 19; `--spec mtp` only, not yet the CUDA default):
+#           gpu_model_test's CudaMtpVsCpu (drafts, MTP logits and verify logits against the CPU on
+#           the golden fixtures and demo models), greedy `run` / 8 HTTP users with --spec mtp equal
+#           --spec off (golden fixtures), the random 4B's step cost curve and MTP draft step
+#           (bench engine --spec mtp), and `bench serve` at 1, 8 and 64 users with --spec mtp
+#           against --spec off (random weights accept ~nothing: the policy must turn itself down;
+#           MTP_SKIP_SERVE=1 leaves these out), and the draft step with --draft-vocab 32768
 #   prefix  the prefix cache on the GPU: the prefix-cache e2e suite (3-turn chats, shared system
 #           prompts, short repeats, --spec ngram: greedy replies equal a --no-prefix-cache server's),
 #           then with the random 4B, the next turn of a ~4K-token conversation + a ~100-token user
@@ -48,7 +55,7 @@
 set -uo pipefail
 BIN="$(realpath "${1:-build/bin}")"
 LOG_DIR="${OUT:-/tmp}"
-SECTIONS="${SPARKSERVE_GPU_SECTIONS:-ops,blackwell,kernels,model,tp1gpu,e2e,structured,spec,prefix,4b}"
+SECTIONS="${SPARKSERVE_GPU_SECTIONS:-ops,blackwell,kernels,model,tp1gpu,e2e,structured,spec,mtp,prefix,4b}"
 want() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 SUMMARY=()
 status=0
@@ -186,6 +193,37 @@ if want spec; then
     grep -A3 "Speculative Decoding" "$LOG_DIR/bench_spec-ngram-$users.log" | head -4
   done
   echo "spec section: $(elapsed $t)"
+fi
+if want mtp; then
+  t=$(date +%s)
+  "$BIN/gpu_model_test" --gtest_brief=1 --gtest_filter='CudaMtpVsCpu.*' 2>&1 | tee "$LOG_DIR/mtp_model.log"
+  rc=${PIPESTATUS[0]}
+  record mtp-model "$rc" "$(grep -c '^\[mtp\]' "$LOG_DIR/mtp_model.log") runs; worst $(grep -o 'logit| [0-9.e-]*' "$LOG_DIR/mtp_model.log" | awk '{print $2}' | sort -g | tail -1) ($(elapsed $t))"
+  SPARKSERVE_E2E_BACKEND=cuda SPARKSERVE_E2E_SPEC_DRAFTERS=mtp SPARKSERVE_BUILD_DIR="$(dirname "$BIN")" \
+    SPARKSERVE_E2E_LOG_DIR="$LOG_DIR/e2e_servers_mtp" python3 -m pytest -q -p no:cacheprovider \
+    tests/e2e/test_spec_decode.py 2>&1 | tee "$LOG_DIR/e2e_mtp.log"
+  rc=${PIPESTATUS[0]}
+  record e2e-mtp "$rc" "$(grep -E '[0-9]+ (passed|failed)' "$LOG_DIR/e2e_mtp.log" | tail -1) ($(elapsed $t))"
+  make_4b
+  "$BIN/sparkserve" bench engine "$M4B" --spec mtp --batch 1,8 --context 0 --steps 32 --repeats 3 \
+    2>&1 | tee "$LOG_DIR/bench_engine_mtp.log"
+  record mtp-curve "${PIPESTATUS[0]}" "$(awk '$1=="4" && NF==4 {print "4 tokens: " $4 "x one token"}' "$LOG_DIR/bench_engine_mtp.log"); $(grep -o 'one MTP draft step[^)]*' "$LOG_DIR/bench_engine_mtp.log" | head -1)"
+  # A draft head of the 32K lowest ids (--draft-vocab): the MTP draft step against the whole lm_head's.
+  "$BIN/sparkserve" bench engine "$M4B" --spec mtp --draft-vocab 32768 --batch 1 --context 0 --steps 32 --repeats 3 \
+    2>&1 | tee "$LOG_DIR/bench_engine_mtp_dv.log"
+  record mtp-draft-vocab "${PIPESTATUS[0]}" "$(grep -o 'one MTP draft step[^)]*' "$LOG_DIR/bench_engine_mtp_dv.log" | head -1)"
+  [ -n "${MTP_SKIP_SERVE:-}" ] && return_early=1 || return_early=0
+  for users in $([ "$return_early" = 1 ] || echo 1 8 64); do
+    batch=$(( users < 8 ? 8 : users ))
+    [ -f "$LOG_DIR/bench_spec-off-$users.log" ] ||
+      serve_bench "spec-off-$users" "$M4B" "$batch" 2048 512 128 $(( users * 4 )) "$users" --spec off
+    serve_bench "spec-mtp-$users" "$M4B" "$batch" 2048 512 128 $(( users * 4 )) "$users" --spec mtp
+    off=$(grep -i 'output token throughput' "$LOG_DIR/bench_spec-off-$users.log" | head -1 | grep -Eo '[0-9]+(\.[0-9]+)?' | head -1)
+    on=$(grep -i 'output token throughput' "$LOG_DIR/bench_spec-mtp-$users.log" | head -1 | grep -Eo '[0-9]+(\.[0-9]+)?' | head -1)
+    echo "mtp $users users: mtp $on tok/s vs off $off tok/s"
+    grep -A3 "Speculative Decoding" "$LOG_DIR/bench_spec-mtp-$users.log" | head -4
+  done
+  echo "mtp section: $(elapsed $t)"
 fi
 if want prefix; then
   t=$(date +%s)

@@ -137,13 +137,14 @@ struct Agreement {
   int decided = 0, equal = 0;  // rows with a CPU top-2 gap > kTieGap, and those whose argmax agrees
 };
 
-void Compare(const StepOutput& cpu, const StepOutput& gpu, double tolerance, Agreement* a, const std::string& what) {
-  ASSERT_EQ(cpu.logits.shape(), gpu.logits.shape()) << what;
-  ASSERT_EQ(cpu.logit_row_begin, gpu.logit_row_begin) << what;
-  const int64_t R = cpu.logits.dim(0), V = cpu.logits.dim(1);
+// Logit rows [R, V] of the reference and the runner under test: the worst relative error and, where
+// the reference's top-2 gap exceeds kTieGap, whether the argmax agrees.
+void CompareRows(const core::Tensor& cpu, const core::Tensor& gpu, Agreement* a, const std::string& what) {
+  ASSERT_EQ(cpu.shape(), gpu.shape()) << what;
+  const int64_t R = cpu.dim(0), V = cpu.dim(1);
   for (int64_t r = 0; r < R; ++r) {
-    const float* c = cpu.logits.data<float>() + r * V;
-    const float* g = gpu.logits.data<float>() + r * V;
+    const float* c = cpu.data<float>() + r * V;
+    const float* g = gpu.data<float>() + r * V;
     double err = 0, ref = 1e-6;
     for (int64_t i = 0; i < V; ++i) {
       ASSERT_TRUE(std::isfinite(g[i])) << what << ": row " << r << " logit " << i << " is " << g[i];
@@ -158,6 +159,11 @@ void Compare(const StepOutput& cpu, const StepOutput& gpu, double tolerance, Agr
       a->equal += kernels::cpu::Argmax(c, V) == kernels::cpu::Argmax(g, V);
     }
   }
+}
+
+void Compare(const StepOutput& cpu, const StepOutput& gpu, double tolerance, Agreement* a, const std::string& what) {
+  ASSERT_EQ(cpu.logit_row_begin, gpu.logit_row_begin) << what;
+  CompareRows(cpu.logits, gpu.logits, a, what);
   // last_hidden: the normed hidden of each seq's last token.
   ASSERT_EQ(cpu.last_hidden.shape(), gpu.last_hidden.shape()) << what;
   double err = 0, ref = 1e-6;
@@ -297,6 +303,162 @@ class CudaRunnerVsCpu : public ::testing::Test {
   RunCase kv_;
 };
 
+// MTP drafting (issue 19): both runners draft with the checkpoint's MTP block and verify the drafts
+// in the shared forward, round after round, over two sequences: the prompts teacher-forced through
+// the MTP, then k drafts a round, the verify window's columns kept, the accepted ones committed (the
+// CPU's greedy acceptance decides, and both runners are fed the same). Draft tokens must be the
+// CPU's, except at a draft whose CPU logits have a top-2 gap below kTieGap (reported, and the rest of
+// that run is not compared); the MTP logits (kAll) and the verify logits within the tolerance.
+class CudaMtpVsCpu : public ::testing::Test {
+ public:
+  // draft_vocab > 0: both runners draft among ids [0, draft_vocab) (--draft-vocab).
+  CudaMtpVsCpu(std::string dir, int32_t draft_vocab) : dir_(std::move(dir)), draft_vocab_(draft_vocab) {}
+  void TestBody() override {
+    constexpr int kDrafts = 3;
+    cuda::CudaRunnerOptions go = GpuOptions(true, kernels::cuda::KvDtype::kBf16);
+    go.mtp = true;
+    go.max_verify_tokens = kDrafts + 1;
+    go.draft_vocab = draft_vocab_;
+    auto gpu = cuda::CudaModelRunner::Load(dir_, go);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    CpuRunnerOptions co;
+    co.max_seq_len = kMaxSeq;
+    co.state.num_slots = kSlots;
+    co.state.num_kv_pages = kPages;
+    co.state.kv_page_size = kPageSize;
+    co.state.max_verify_tokens = kDrafts + 1;
+    co.kv_bf16 = true;
+    co.linear_inputs_f16 = true;
+    co.draft_vocab = draft_vocab_;
+    auto cpu = LoadCpuModel(dir_, co);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    ASSERT_TRUE((*cpu)->has_mtp() && (*gpu)->has_mtp()) << dir_ << ": no MTP block loaded";
+    const int64_t V = (*cpu)->capacity().vocab_size;
+    struct MtpSeq {
+      int slot = 0;
+      std::vector<int32_t> tokens;  // every known token
+      int computed = 0;             // positions in the KV cache
+      int mtp_pos = 0, mtp_count = 0, mtp_row = 0;  // the next DraftWork's teacher-forced span
+      int commit = 0;               // columns to commit before the next forward
+    };
+    std::vector<MtpSeq> seqs(2);
+    uint32_t x = 777;
+    auto next_id = [&] { x = x * 1664525u + 1013904223u; return static_cast<int32_t>((x >> 8) % V); };
+    const int prompt[2] = {9, 4};
+    StepPlan plan;
+    int row = 0;
+    for (int s = 0; s < 2; ++s) {
+      seqs[s].slot = s == 0 ? 0 : 2;
+      for (int i = 0; i < prompt[s]; ++i) seqs[s].tokens.push_back(next_id());
+      Seq view{seqs[s].slot, -1, seqs[s].tokens};
+      plan.seqs.push_back(Work(view, 0, prompt[s], LogitsWanted::kLast));
+    }
+    Agreement a;
+    auto c = (*cpu)->Run(plan);
+    auto g = (*gpu)->Run(plan);
+    ASSERT_TRUE(c.ok() && g.ok()) << c.status() << " / " << g.status();
+    Compare(*c, *g, kLogitTolerance, &a, "prefill");
+    for (int s = 0; s < 2; ++s) {
+      MtpSeq& q = seqs[s];
+      q.tokens.push_back(kernels::cpu::Argmax(c->logits.data<float>() + s * V, V));
+      q.computed = prompt[s];
+      q.mtp_pos = 0;
+      q.mtp_count = prompt[s];
+      q.mtp_row = row;
+      row += prompt[s];
+    }
+    int rounds = 0, drafts_compared = 0, accepted = 0;
+    for (; rounds < 12; ++rounds) {
+      const std::string what = "round " + std::to_string(rounds);
+      plan = {};
+      row = 0;
+      for (MtpSeq& q : seqs) {
+        if (q.commit > 0) plan.commits.push_back({q.slot, q.commit});
+        DraftWork& w = plan.drafts.emplace_back();
+        w.slot = q.slot;
+        w.start_pos = q.mtp_pos;
+        w.tokens.assign(q.tokens.begin() + q.mtp_pos + 1, q.tokens.begin() + q.mtp_pos + 1 + q.mtp_count);
+        w.hidden_row = q.mtp_row;
+        w.num_drafts = kDrafts;
+        w.kv_pages = PagesOf(q.slot, (q.computed + 1 + kDrafts + kPageSize - 1) / kPageSize);
+        w.logits = LogitsWanted::kAll;
+        SeqWork v;
+        v.slot = q.slot;
+        v.start_pos = q.computed;
+        v.tokens = {q.tokens[static_cast<size_t>(q.computed)]};
+        v.num_drafts = kDrafts;
+        v.kv_pages = w.kv_pages;
+        v.logits = LogitsWanted::kAll;
+        v.keep_column_states = true;
+        plan.seqs.push_back(v);
+      }
+      c = (*cpu)->Run(plan);
+      g = (*gpu)->Run(plan);
+      ASSERT_TRUE(c.ok() && g.ok()) << what << ": " << c.status() << " / " << g.status();
+      ASSERT_EQ(c->drafts.size(), 2u);
+      ASSERT_EQ(g->drafts.size(), 2u);
+      // Draft logits rows per work: its teacher-forced positions, then kDrafts - 1 draft steps.
+      int64_t draft_row = 0;
+      for (int s = 0; s < 2; ++s) {
+        for (int j = 0; j < kDrafts; ++j) {
+          const int64_t r = draft_row + seqs[s].mtp_count - 1 + j;  // the row draft j was taken from
+          if (draft_vocab_ > 0) {
+            EXPECT_LT(g->drafts[s][j], draft_vocab_) << what;
+          }
+          if (c->drafts[s][j] == g->drafts[s][j]) {
+            ++drafts_compared;
+            continue;
+          }
+          const float* lr = c->draft_logits.data<float>() + r * V;
+          std::vector<float> sorted(lr, lr + (draft_vocab_ > 0 ? draft_vocab_ : V));
+          std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+          EXPECT_LT(sorted[0] - sorted[1], kTieGap) << what << ": seq " << s << " draft " << j << " is "
+                                                   << g->drafts[s][j] << " on the GPU, " << c->drafts[s][j]
+                                                   << " on the CPU, which is no tie";
+          std::printf("[mtp] %s: %s seq %d draft %d differs at a tie (gap %.3g): stop comparing\n", dir_.c_str(),
+                      what.c_str(), s, j, sorted[0] - sorted[1]);
+          Report(a, rounds, drafts_compared, accepted);
+          return;
+        }
+        draft_row += seqs[s].mtp_count + kDrafts - 1;
+      }
+      CompareRows(c->draft_logits, g->draft_logits, &a, what + " MTP logits");
+      Compare(*c, *g, kLogitTolerance, &a, what + " verify");
+      // The CPU's greedy acceptance, fed to both.
+      row = 0;
+      for (int s = 0; s < 2; ++s) {
+        MtpSeq& q = seqs[s];
+        const float* rows = c->logits.data<float>() + c->logit_row_begin[s] * V;
+        int matched = 0;
+        while (matched < kDrafts && kernels::cpu::Argmax(rows + matched * V, V) == c->drafts[s][matched]) ++matched;
+        q.tokens.resize(static_cast<size_t>(q.computed) + 1);
+        for (int j = 0; j < matched; ++j) q.tokens.push_back(c->drafts[s][j]);
+        q.tokens.push_back(kernels::cpu::Argmax(rows + matched * V, V));
+        q.commit = matched + 1;
+        q.mtp_pos = q.computed;
+        q.mtp_count = matched + 1;
+        q.mtp_row = row;
+        q.computed += matched + 1;
+        accepted += matched;
+        row += 1 + kDrafts;
+      }
+    }
+    Report(a, rounds, drafts_compared, accepted);
+  }
+
+ private:
+  void Report(const Agreement& a, int rounds, int drafts, int accepted) {
+    std::printf("[mtp] %s draft_vocab %d: %d rounds, %d drafts equal to the CPU's (%d accepted), MTP + verify logits "
+                "max|err|/max|logit| %.3g, greedy agreement %d/%d decided rows\n",
+                dir_.c_str(), draft_vocab_, rounds, drafts, accepted, a.worst, a.equal, a.decided);
+    EXPECT_LE(a.worst, kLogitTolerance) << dir_;
+    EXPECT_EQ(a.equal, a.decided) << dir_;
+    EXPECT_GT(drafts, 0) << dir_ << ": no draft compared";
+  }
+  std::string dir_;
+  int32_t draft_vocab_ = 0;
+};
+
 // Writes `dir`'s bf16 twin into `out`: every 2-D f32 tensor as bf16, everything else as is.
 bool WriteBf16Twin(const std::string& dir, const std::string& out) {
   auto ckpt = quant::SafetensorsCheckpoint::Open(dir);
@@ -355,6 +517,10 @@ int main(int argc, char** argv) {
       return 2;
     }
     model::RegisterModel(std::string("golden_bf16_") + f, twin, {}, std::string(f) == "text_tied");
+    if (std::string(f) == "text_tied" || std::string(f) == "vl_untied") {
+      ::testing::RegisterTest("CudaMtpVsCpu", (std::string("golden_bf16_") + f).c_str(), nullptr, nullptr, __FILE__,
+                              __LINE__, [=]() -> ::testing::Test* { return new model::CudaMtpVsCpu(twin, 0); });
+    }
   }
   for (const char* recipe : {"nvfp4-mixed", "nvfp4", "fp8", "bf16"}) {
     head::DemoModelOptions o;
@@ -370,6 +536,10 @@ int main(int argc, char** argv) {
     std::string name = std::string("demo_") + recipe;
     std::replace(name.begin(), name.end(), '-', '_');
     model::RegisterModel(name, dir, {}, std::string(recipe) == "nvfp4-mixed");
+    ::testing::RegisterTest("CudaMtpVsCpu", name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                            [=]() -> ::testing::Test* { return new model::CudaMtpVsCpu(dir, 0); });
+    ::testing::RegisterTest("CudaMtpVsCpu", (name + "_draft_vocab").c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                            [=]() -> ::testing::Test* { return new model::CudaMtpVsCpu(dir, 100); });
   }
   if (const char* extra = std::getenv("SPARKSERVE_GPU_MODELS")) {
     std::stringstream ss(extra);

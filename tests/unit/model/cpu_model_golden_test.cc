@@ -1,5 +1,6 @@
 // CpuModelRunner against the Hugging Face fixtures (tests/golden/qwen35): full-prefill logits,
 // greedy continuation, MTP prompt pass and drafts, for every configuration.
+#include <algorithm>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -88,6 +89,41 @@ TEST_P(Golden35, MtpPromptPassAndDraftsMatchReference) {
   EXPECT_EQ(static_cast<int64_t>(g.draft_logits.size()), k * V);
   (void)d;
   (void)out;
+}
+
+// --draft-vocab N: each draft is the argmax of its MTP logits row among ids [0, N) (the logits
+// themselves stay whole rows), with N just above the smallest of the reference's drafts so that the
+// restriction matters for the others.
+TEST_P(Golden35, DraftVocabularyRestrictsDraftsToTheLowIds) {
+  const Golden g = LoadGolden(GetParam());
+  ASSERT_FALSE(g.draft_tokens.empty());
+  const int32_t smallest = *std::min_element(g.draft_tokens.begin(), g.draft_tokens.end());
+  CpuRunnerOptions o = SmallOptions();
+  o.draft_vocab = std::max(2, smallest + 1);
+  auto r = Load(GetParam(), o);
+  ASSERT_NE(r, nullptr);
+  const int64_t V = r->config().vocab_size;
+  ASSERT_LT(o.draft_vocab, V);
+  StepPlan plan;
+  plan.seqs.push_back(Seq(1, 0, g.ids, Pages(8, 8)));
+  ASSERT_TRUE(r->Run(plan).ok());
+  StepPlan mtp;
+  DraftWork& w = mtp.drafts.emplace_back();
+  w.slot = 1;
+  w.tokens.assign(g.ids.begin() + 1, g.ids.end());
+  w.tokens.push_back(g.greedy[0]);
+  w.num_drafts = static_cast<int32_t>(g.draft_tokens.size());
+  w.kv_pages = Pages(8, 8);
+  w.logits = LogitsWanted::kAll;
+  auto m = r->Run(mtp);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const int64_t T = static_cast<int64_t>(w.tokens.size());
+  ASSERT_EQ(m->drafts[0].size(), g.draft_tokens.size());
+  for (size_t j = 0; j < m->drafts[0].size(); ++j) {
+    const float* row = m->draft_logits.data<float>() + (T - 1 + static_cast<int64_t>(j)) * V;
+    EXPECT_EQ(m->drafts[0][j], kernels::cpu::Argmax(row, o.draft_vocab)) << j;
+    EXPECT_LT(m->drafts[0][j], o.draft_vocab) << j;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, Golden35, ::testing::ValuesIn(kConfigs));

@@ -100,6 +100,8 @@ TEST(ShardWire, RunnerSettingsRoundTripAndBadNamesAreRefused) {
   o.state_dtype = model::StateDtype::kBf16;
   o.gpu_memory_utilization = 0.5;
   o.max_verify_tokens = 6;
+  o.cuda_mtp = true;
+  o.draft_vocab = 1000;
   absl::StatusOr<model::RunnerOptions> back = RunnerSettingsFromWire(RunnerSettingsToWire(o));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->backend, model::Backend::kCuda);
@@ -110,6 +112,8 @@ TEST(ShardWire, RunnerSettingsRoundTripAndBadNamesAreRefused) {
   EXPECT_EQ(back->state_dtype, model::StateDtype::kBf16);
   EXPECT_EQ(back->gpu_memory_utilization, 0.5);
   EXPECT_EQ(back->max_verify_tokens, 6);  // the nodes must keep the head's verify columns
+  EXPECT_TRUE(back->cuda_mtp);            // and load the MTP block the head drafts with
+  EXPECT_EQ(back->draft_vocab, 1000);     // drafting among the same ids
   RunnerSettings bad = RunnerSettingsToWire(o);
   bad.set_kv_dtype("fp4");
   EXPECT_THAT(std::string(RunnerSettingsFromWire(bad).status().message()), HasSubstr("kv_dtype 'fp4'"));
