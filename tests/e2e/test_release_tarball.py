@@ -189,3 +189,40 @@ def test_bad_arguments_refused(tmp_path):
                            capture_output=True, text=True, timeout=30)
     assert mixed.returncode != 0 and "--out-dir" in mixed.stderr, mixed.stderr
     assert os.listdir(tmp_path) == []
+
+
+def test_containerfile_builds_from_this_tarball(release):
+    """No container tool runs here (no daemon, no registry): the Containerfile is checked against the
+    tarball it is built from. Its ADD names the tarball bundle.sh wrote, the paths it uses exist in it,
+    the CUDA base has the CUDA major version the binaries were compiled with, and the port it
+    exposes is the one its default command serves on."""
+    text = open(os.path.join(REPO, "deploy", "Containerfile")).read()
+    lines = [ln.strip() for ln in re.sub(r"\\\n", " ", text).splitlines() if ln.strip() and not ln.startswith("#")]
+    args = {}
+    for ln in lines:
+        m = re.match(r"ARG (\w+)(?:=(\S+))?$", ln)
+        if m:
+            args[m.group(1)] = m.group(2)
+    args.update(VERSION=_project_version(), ARCH=platform.machine())
+    expand = lambda s: re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], s)  # noqa: E731
+    base = expand(next(ln for ln in lines if ln.startswith("FROM ")).split()[1])
+    assert re.fullmatch(r"nvidia/cuda:\d+\.\d+\.\d+-runtime-ubuntu24\.04", base), base
+    compiler = [os.path.join(BUILD_DIR, "CMakeFiles", d, "CMakeCUDACompiler.cmake")
+                for d in os.listdir(os.path.join(BUILD_DIR, "CMakeFiles"))]
+    compiler = [c for c in compiler if os.path.exists(c)]
+    if compiler:
+        cuda = re.search(r'CMAKE_CUDA_COMPILER_VERSION "(\d+)\.', open(compiler[0]).read()).group(1)
+        assert base.split(":")[1].split(".")[0] == cuda, (base, cuda)
+    add = next(ln for ln in lines if ln.startswith("ADD ")).split()
+    assert expand(add[1]) == release["name"] + ".tar.xz" and add[2] == "/opt/", add
+    # Paths under /opt/ that the RUN step and the entry point use: present in the unpacked tarball.
+    run = expand(next(ln for ln in lines if ln.startswith("RUN ")))
+    opt_paths = [p for p in re.findall(r"/opt/(\S+)", run) if "/" in p]  # files, not the /opt/sparkserve link
+    assert len(opt_paths) >= 3, run
+    for p in opt_paths:
+        p = p.replace("sparkserve/", release["name"] + "/", 1) if p.startswith("sparkserve/") else p
+        assert (release["root"].parent / p).exists(), p
+    assert 'ENTRYPOINT ["sparkserve"]' in lines and "/usr/local/bin/" in run
+    port = re.search(r"EXPOSE (\d+)", text).group(1)
+    cmd = next(ln for ln in lines if ln.startswith("CMD "))
+    assert f'"--port", "{port}"' in cmd and '"--host", "0.0.0.0"' in cmd, cmd
