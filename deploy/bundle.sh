@@ -44,9 +44,17 @@ elf_arch() {
   esac
 }
 
+# qemu-user for ARCH (qemu-user-static's or qemu-user's name). Where the target's glibc and libraries
+# lie comes from the caller: QEMU_LD_PREFIX, QEMU_SET_ENV=LD_LIBRARY_PATH=... (deploy/cross_aarch64.sh).
+qemu_for() {
+  local q
+  for q in "qemu-$1-static" "qemu-$1"; do command -v "$q" >/dev/null 2>&1 && { echo "$q"; return; }; done
+  die "running $1 binaries needs qemu-user (qemu-$1-static or qemu-$1)"
+}
+
 # "SONAME PATH" of every shared library BINARY loads (recursively), as the dynamic loader resolves
 # them on this machine. A foreign-architecture binary (a cross build) is asked through its own
-# loader under qemu-user, which finds the multiarch libraries (e.g. /usr/lib/aarch64-linux-gnu).
+# loader under qemu-user (see qemu_for).
 needed_libs() {
   local bin="$1" arch; arch="$(elf_arch "$bin")"
   if [ "$arch" = "$(uname -m)" ]; then
@@ -54,8 +62,7 @@ needed_libs() {
   else
     local loader
     loader="$(LC_ALL=C readelf -l "$bin" | sed -n 's/.*Requesting program interpreter: \(.*\)]/\1/p')"
-    command -v "qemu-$arch" >/dev/null 2>&1 || die "$bin is $arch: listing its libraries needs qemu-$arch (qemu-user)"
-    "qemu-$arch" "$loader" --list "$bin"
+    "$(qemu_for "$arch")" "$loader" --list "$bin"
   fi | awk '/=> \// {print $1, $3}'
 }
 
@@ -63,7 +70,7 @@ needed_libs() {
 # LD_LIBRARY_PATH: what it loads comes from its RPATH and the system.
 run_bundled() {
   local bin="$1"; shift
-  if [ "$ARCH" = "$(uname -m)" ]; then env -u LD_LIBRARY_PATH "$bin" "$@"; else env -u LD_LIBRARY_PATH "qemu-$ARCH" "$bin" "$@"; fi
+  if [ "$ARCH" = "$(uname -m)" ]; then env -u LD_LIBRARY_PATH "$bin" "$@"; else env -u LD_LIBRARY_PATH "$(qemu_for "$ARCH")" "$bin" "$@"; fi
 }
 
 # The release's files beside bin/ and lib/: systemd/, VERSION and INSTALL (deploy/INSTALL.in with
