@@ -192,8 +192,8 @@ def test_bad_arguments_refused(tmp_path):
 
 
 def test_containerfile_builds_from_this_tarball(release):
-    """No container tool runs here (no daemon, no registry): the Containerfile is checked against the
-    tarball it is built from. Its ADD names the tarball bundle.sh wrote, the paths it uses exist in it,
+    """CI has no container tool (deploy/container.sh builds and runs the image where podman or docker
+    is): the Containerfile is checked against the tarball it is built from. Its ADD names the tarball bundle.sh wrote, the paths it uses exist in it,
     the CUDA base has the CUDA major version the binaries were compiled with, and the port it
     exposes is the one its default command serves on."""
     text = open(os.path.join(REPO, "deploy", "Containerfile")).read()
