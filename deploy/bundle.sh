@@ -144,7 +144,10 @@ for name in "${NAMES[@]}"; do
   patchelf --set-rpath '$ORIGIN/../lib' "$OUT/bin/$name"
 done
 for lib in "$OUT"/lib/*; do patchelf --set-rpath '$ORIGIN' "$lib"; done
-strip --strip-debug "$OUT"/bin/* "$OUT"/lib/* 2>/dev/null || true
+STRIP=strip
+arch="$(elf_arch "$OUT/bin/${NAMES[0]}")"
+[ "$arch" = "$(uname -m)" ] || ! command -v "$arch-linux-gnu-strip" >/dev/null || STRIP="$arch-linux-gnu-strip"
+"$STRIP" --strip-debug "$OUT"/bin/* "$OUT"/lib/* 2>/dev/null || true
 [ "$RELEASE" = 1 ] && write_release_files
 log "bundle: $OUT ($(du -sh "$OUT" | cut -f1))"
 if [ -n "$ARCHIVE" ]; then

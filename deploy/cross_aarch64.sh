@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Cross-builds sparkserve for aarch64 (the DGX Spark's CPU; CPU-only: no CUDA) on an x86_64 Debian 12
 # machine and runs unit tests of that build under qemu-user.
-#   deploy/cross_aarch64.sh [--build-dir DIR] [--tests "NAME ..."] [--all]
+#   deploy/cross_aarch64.sh [--build-dir DIR] [--tests "NAME ..."] [--all] [--release]
 # Default: builds the unit tests of the lower layers (--tests: gtest binaries of tests/unit) and runs
 # each under qemu-aarch64; --all builds everything (sparkserve, sparkserve-node, every test) and runs
-# ctest (every test, through the toolchain's emulator).
+# ctest (every test, through the toolchain's emulator). --release also builds the two binaries, makes
+# the aarch64 release tarball (deploy/bundle.sh --release, into DIR/release) and starts an unpacked
+# copy under qemu with only the target's glibc/libstdc++ beside it: --version, and the tiny demo
+# model served on the CPU answering one chat completion, then SIGTERM.
 # SPARKSERVE_JOBS limits parallel jobs (as build.sh).
 #
 # The arm64 libraries are NOT installed as multiarch packages: libgloo-dev is not Multi-Arch: same,
@@ -17,13 +20,15 @@
 source "$(dirname "$0")/common.sh"
 BUILD_DIR="$REPO_ROOT/build-aarch64"
 ALL=0
+RELEASE=0
 TESTS="core_test gloo_collective_test quant_codec_test quant_safetensors_test quant_gguf_test tokenizer_test kernels_cpu_test"
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) BUILD_DIR="$(realpath -m "$2")"; shift 2 ;;
     --tests) TESTS="$2"; shift 2 ;;
     --all) ALL=1; shift ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    --release) RELEASE=1; shift ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -116,6 +121,14 @@ else
       log "aarch64 $t: FAILED (see $BUILD_DIR/tests.log)"; rc=1
     fi
   done
+fi
+# 5. The release tarball, started from an unpacked copy under qemu with only the target's glibc and
+# libstdc++ (the cross toolchain's) beside it: the rest must come from its lib/.
+if [ "$RELEASE" = 1 ]; then
+  [ "$ALL" = 1 ] || cmake --build "$BUILD_DIR/build" -j "$JOBS" --target sparkserve sparkserve-node >&2
+  tarball="$("$REPO_ROOT/deploy/bundle.sh" --release --build-dir "$BUILD_DIR/build" --out-dir "$BUILD_DIR/release")"
+  QEMU_LD_PREFIX=/usr/aarch64-linux-gnu SPARKSERVE_RUN_PREFIX=qemu-aarch64-static \
+    "$REPO_ROOT/deploy/release_smoke.sh" "$tarball" --backend cpu
 fi
 t_end=$(date +%s)
 log "times: sysroot $((t_sysroot - t_start)) s, configure+build $((t_build - t_sysroot)) s, tests $((t_end - t_build)) s (jobs $JOBS)"
