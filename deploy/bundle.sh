@@ -56,14 +56,16 @@ qemu_for() {
 # them on this machine. A foreign-architecture binary (a cross build) is asked through its own
 # loader under qemu-user (see qemu_for).
 needed_libs() {
-  local bin="$1" arch; arch="$(elf_arch "$bin")"
+  local bin="$1" arch listing; arch="$(elf_arch "$bin")"
   if [ "$arch" = "$(uname -m)" ]; then
-    ldd "$bin"
+    listing="$(ldd "$bin")"
   else
     local loader
     loader="$(LC_ALL=C readelf -l "$bin" | sed -n 's/.*Requesting program interpreter: \(.*\)]/\1/p')"
-    "$(qemu_for "$arch")" "$loader" --list "$bin"
-  fi | awk '/=> \// {print $1, $3}'
+    listing="$("$(qemu_for "$arch")" "$loader" --list "$bin")"
+  fi
+  ! grep 'not found' <<<"$listing" >&2 || die "$bin: libraries not found on this machine (above)"
+  awk '/=> \// {print $1, $3}' <<<"$listing"
 }
 
 # Runs a binary of the bundle (under qemu-user when it is of another architecture), with no
