@@ -62,8 +62,11 @@ needed_libs() {
   else
     local loader
     loader="$(LC_ALL=C readelf -l "$bin" | sed -n 's/.*Requesting program interpreter: \(.*\)]/\1/p')"
+    # qemu's QEMU_LD_PREFIX applies to the guest's file opens, not to the program qemu starts.
+    [ -z "${QEMU_LD_PREFIX:-}" ] || [ ! -e "$QEMU_LD_PREFIX$loader" ] || loader="$QEMU_LD_PREFIX$loader"
     listing="$("$(qemu_for "$arch")" "$loader" --list "$bin")"
   fi
+  [ -n "$listing" ] || die "$bin: the loader listed nothing"
   ! grep 'not found' <<<"$listing" >&2 || die "$bin: libraries not found on this machine (above)"
   awk '/=> \// {print $1, $3}' <<<"$listing"
 }
@@ -140,6 +143,7 @@ for name in "${NAMES[@]}"; do
   [ -x "$src" ] || die "no binary $src"
   cp "$src" "$OUT/bin/"
   needed_libs "$src" | while read -r soname path; do
+    soname="${soname##*/}"  # the loader lists itself by path
     [[ "$soname" =~ $SKIP ]] && continue
     [ -f "$OUT/lib/$soname" ] || cp -L "$path" "$OUT/lib/$soname"
   done
