@@ -122,6 +122,8 @@ else
     fi
   done
 fi
+t_tests=$(date +%s)
+
 # 5. The release tarball, started from an unpacked copy under qemu with only the target's glibc and
 # libstdc++ (the cross toolchain's) beside it: the rest must come from its lib/.
 if [ "$RELEASE" = 1 ]; then
@@ -131,5 +133,5 @@ if [ "$RELEASE" = 1 ]; then
     "$REPO_ROOT/deploy/release_smoke.sh" "$tarball" --backend cpu
 fi
 t_end=$(date +%s)
-log "times: sysroot $((t_sysroot - t_start)) s, configure+build $((t_build - t_sysroot)) s, tests $((t_end - t_build)) s (jobs $JOBS)"
+log "times: sysroot $((t_sysroot - t_start)) s, configure+build $((t_build - t_sysroot)) s, tests $((t_tests - t_build)) s, release (binaries, tarball, its check) $((t_end - t_tests)) s (jobs $JOBS)"
 exit "$rc"
