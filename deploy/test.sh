@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything CI runs: set-up, build, every CPU test (ctest: unit + golden; pytest: e2e + oracles +
-# the one-minute soak; the fuzz corpora are replayed by ctest), then the sanitizer build of the
+# the one-minute soak + the release tarball unpacked and served away from the build tree
+# (tests/e2e/test_release_tarball.py); the fuzz corpora are replayed by ctest), then the sanitizer build of the
 # request-facing code (deploy/fuzz.sh: its unit tests under ASan + UBSan and each fuzz target from
 # seed 1 for SPARKSERVE_FUZZ_RUNS inputs, default 4000, or SPARKSERVE_FUZZ_SECONDS, default 60,
 # whichever ends first: the same inputs on any machine fast enough, so a run that passed here passes
