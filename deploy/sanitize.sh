@@ -8,7 +8,7 @@
 #         go through Debian's gRPC and absl, built without TSan, whose absl::Mutex and atomics TSan
 #         cannot see, so every message crossing gRPC reports (~2,500 reports, none with our code on
 #         both stacks); that needs gRPC and absl built with -fsanitize=thread.
-#         ~30 min from an empty cache on 2 shared cores, ~3 min of tests.
+#         ~30 min of build from an empty cache on 2 shared cores, then 6-12 min of tests.
 # Ends with one line "N passed, N failed" over everything it ran.
 #   deploy/sanitize.sh [asan|tsan ...] [--tests REGEX] [--no-e2e]
 source "$(dirname "$0")/common.sh"
