@@ -240,6 +240,16 @@ int Serve(const ServeArgs& a) {
   http::HttpServer server(opts, [&api](http::HttpRequest r, std::shared_ptr<http::ResponseChannel> c) {
     api.Handle(std::move(r), std::move(c));
   });
+  // On every return, before `server` is destroyed: stop it, then let the render workers finish
+  // (their tasks hold channels, which must not outlive the server).
+  struct StopInOrder {
+    http::HttpServer& server;
+    http::ApiServer& api;
+    ~StopInOrder() {
+      server.Stop();
+      api.Join();
+    }
+  } stop_in_order{server, api};
   metrics.SetTransportGauges([&server] { return server.in_flight(); }, [&server] { return server.connections(); });
   if (auto st = server.Start(); !st.ok()) {
     spdlog::error("serve: {}", std::string(st.message()));
@@ -331,6 +341,7 @@ int Serve(const ServeArgs& a) {
                "steps waited {:.3f} s for them", ctx.grammars->misses(), ctx.grammars->hits(),
                stats.constraint_mask_seconds_total, stats.constraint_wait_seconds_total);
   server.Stop();
+  api.Join();  // before the engine and codec go (a worker may still be rendering or tokenizing)
   spdlog::info("serve: stopped");
   return 0;
 }

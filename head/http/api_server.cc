@@ -32,7 +32,9 @@ ApiServer::ApiServer(const ServingContext& ctx, ServingMetrics* metrics, int wor
       workers_(worker_threads > 0 ? std::make_unique<boost::asio::thread_pool>(static_cast<size_t>(worker_threads))
                                   : nullptr) {}
 
-ApiServer::~ApiServer() {
+ApiServer::~ApiServer() { Join(); }
+
+void ApiServer::Join() {
   if (workers_) workers_->join();
 }
 

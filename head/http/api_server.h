@@ -18,7 +18,12 @@ class ApiServer {
   // tokenize (off the I/O threads, which then keep answering /health and streaming); 0 handles
   // everything on the calling thread (the fuzz target's deterministic mode).
   ApiServer(const ServingContext& ctx, ServingMetrics* metrics, int worker_threads = 2);
-  ~ApiServer();  // waits for the workers
+  ~ApiServer();  // Join()s
+
+  // Runs the tasks the workers hold, then joins them (idempotent). A task holds its request's
+  // channel, and a channel must not outlive its HttpServer: call this after HttpServer::Stop() and
+  // before the server is destroyed (and before the engine and codec it reads).
+  void Join();
 
   // The HttpServer's RequestHandler. Requests with heavy work (the generate, token counting and
   // tokenize routes) continue on a worker thread.

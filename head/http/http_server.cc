@@ -44,12 +44,14 @@ const std::string& HttpRequest::Header(const std::string& name) const {
 struct HttpServer::Shared {
   Shared(net::io_context& ioc, const HttpServerOptions& opts, RequestHandler h,
          std::atomic<bool>* drain, std::atomic<int64_t>* flight)
-      : options(opts), handler(std::move(h)), draining(drain), in_flight(flight), acceptor(ioc) {}
+      : options(opts), handler(std::move(h)), draining(drain), in_flight(flight), acceptor(net::make_strand(ioc)) {}
   const HttpServerOptions& options;
   RequestHandler handler;
   std::atomic<bool>* draining;
   std::atomic<int64_t>* in_flight;
   std::atomic<int64_t> connections{0};
+  // On its own strand: its accept handlers, the retry timer and Stop()'s close never run at once
+  // (an acceptor is not thread-safe; with several I/O threads they otherwise would).
   tcp::acceptor acceptor;
   // Accept errors (EMFILE...) are logged at most once a second.
   std::chrono::steady_clock::time_point last_accept_log{};
@@ -489,7 +491,7 @@ void DoAccept(std::shared_ptr<HttpServer::Shared> shared, net::io_context& ioc) 
       shared->last_accept_log = now;
       shared->accept_errors_unlogged = 0;
     }
-    auto timer = std::make_shared<net::steady_timer>(ioc, std::chrono::milliseconds(100));
+    auto timer = std::make_shared<net::steady_timer>(shared->acceptor.get_executor(), std::chrono::milliseconds(100));
     timer->async_wait([shared, &ioc, timer](error_code) { DoAccept(shared, ioc); });
   });
 }
@@ -544,7 +546,7 @@ bool HttpServer::WaitDrained(std::chrono::milliseconds timeout) const {
 void HttpServer::Stop() {
   if (stopped_) return;
   stopped_ = true;
-  net::post(ioc_, [shared = shared_] {
+  net::post(shared_->acceptor.get_executor(), [shared = shared_] {
     error_code ec;
     shared->acceptor.close(ec);
   });

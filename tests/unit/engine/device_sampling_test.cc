@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "core/status.h"
 #include "tests/unit/engine/engine_test_harness.h"
@@ -105,7 +106,9 @@ std::vector<Request> MixedRequests() {
   return rs;
 }
 
-std::vector<std::vector<int32_t>> RunAll(std::unique_ptr<FakeModelRunner> runner) {
+// `before_teardown` runs once every request finished, while the engine (and so `runner`) lives.
+std::vector<std::vector<int32_t>> RunAll(std::unique_ptr<FakeModelRunner> runner,
+                                         const std::function<void()>& before_teardown = nullptr) {
   auto e = Engine::Create(std::move(runner), {});
   EXPECT_TRUE(e.ok()) << e.status();
   std::vector<std::unique_ptr<Collector>> cs;
@@ -121,16 +124,18 @@ std::vector<std::vector<int32_t>> RunAll(std::unique_ptr<FakeModelRunner> runner
     EXPECT_EQ(c->error(), "");
     tokens.push_back(c->tokens());
   }
+  if (before_teardown) before_teardown();
   return tokens;
 }
 
 TEST(EngineDeviceSampling, SameTokensAsHostSamplingWithFallbackRows) {
   const auto host = RunAll(std::make_unique<FakeModelRunner>(Capacity(8, 64)));
   auto fake = std::make_unique<DeviceSamplingFake>(Capacity(8, 64));
-  DeviceSamplingFake* device = fake.get();
-  const auto sampled = RunAll(std::move(fake));
+  DeviceSamplingFake* device = fake.get();  // owned by the engine, gone once RunAll returns
+  int device_rows = 0;
+  const auto sampled = RunAll(std::move(fake), [&] { device_rows = device->device_rows(); });
   EXPECT_EQ(sampled, host);
-  EXPECT_GT(device->device_rows(), 50) << "the device path must carry most rows";
+  EXPECT_GT(device_rows, 50) << "the device path must carry most rows";
   // The seeded, penalised request really sampled (not greedy), so the flattening was exercised.
   EXPECT_NE(host[4], ReferenceGreedy(Prompt(8, 504), kVocab, 20));
 }

@@ -68,6 +68,9 @@ class FakeModelRunner : public model::ModelRunner {
   model::ModelCapacity capacity() const override { return capacity_; }
 
   absl::StatusOr<model::StepOutput> Run(const model::StepPlan& plan) override {
+    // The engine's mask thread may still be writing plan.masks (ModelRunner contract: ready() before
+    // reading them); plans_ keeps a copy of the whole plan, masks included.
+    plan.masks.WaitReady();
     std::lock_guard lock(mu_);
     for (const model::SlotCopy& c : plan.copies) {
       slot_history_.at(static_cast<size_t>(c.dst)) = slot_history_.at(static_cast<size_t>(c.src));

@@ -20,9 +20,13 @@ namespace sparkserve::head::http::testing {
 class ApiServerTest : public ::testing::Test {
  protected:
   void SetUp() override { StartServer(""); }
+  // The server stops first (no new requests), then the render workers finish (their tasks hold
+  // channels, which must not outlive the server), then the replay threads (they post into the
+  // server's io_context, stopped but alive until server_ goes).
   void TearDown() override {
-    engine_.JoinAll();
     server_->Stop();
+    api_->Join();
+    engine_.JoinAll();
   }
 
   void StartServer(const std::string& api_key) {
