@@ -377,15 +377,15 @@ absl::StatusOr<StepOutput> CudaModelRunner::Execute(const StepPlan& plan, bool f
   m[meta_.token_begin] = 0;
   for (int s = 0; s < S; ++s) {
     const SeqWork& w = plan.seqs[static_cast<size_t>(s)];
-    std::vector<int32_t> tokens = w.tokens;
+    std::copy(w.tokens.begin(), w.tokens.end(), m + meta_.tokens + T);
     if (w.num_drafts > 0) {  // this step's drafts of its slot (validated: one DraftWork, as many)
       for (size_t i = 0; i < plan.drafts.size(); ++i) {
-        if (plan.drafts[i].slot == w.slot) tokens.insert(tokens.end(), drafts[i].begin(), drafts[i].end());
+        if (plan.drafts[i].slot != w.slot) continue;
+        std::copy(drafts[i].begin(), drafts[i].end(), m + meta_.tokens + T + w.tokens.size());
       }
     }
-    const int n = static_cast<int>(tokens.size());
+    const int n = w.num_tokens();
     for (int i = 0; i < n; ++i) {
-      m[meta_.tokens + T + i] = tokens[static_cast<size_t>(i)];
       m[meta_.token_seq + T + i] = s;
       m[meta_.positions + T + i] = w.start_pos + i;
     }

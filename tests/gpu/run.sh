@@ -170,28 +170,36 @@ if want structured; then
   grep -h "constraint" "$LOG_DIR"/struct-json-*.err | tail -4
   echo "structured section: $(elapsed $t)"
 fi
+# The speculative-decoding e2e suite against `serve --backend cuda` with drafter $1, recorded as $2.
+spec_e2e() {
+  SPARKSERVE_E2E_BACKEND=cuda SPARKSERVE_E2E_SPEC_DRAFTERS=$1 SPARKSERVE_BUILD_DIR="$(dirname "$BIN")" \
+    SPARKSERVE_E2E_LOG_DIR="$LOG_DIR/e2e_servers_$2" python3 -m pytest -q -p no:cacheprovider \
+    tests/e2e/test_spec_decode.py 2>&1 | tee "$LOG_DIR/$2.log"
+  record "$2" "${PIPESTATUS[0]}" "$(grep -E '[0-9]+ (passed|failed)' "$LOG_DIR/$2.log" | tail -1) ($(elapsed $t))"
+}
+# `bench serve` of the random 4B at 1, 8 and 64 users with --spec $1 against --spec off (run once).
+spec_serve() {
+  for users in 1 8 64; do
+    batch=$(( users < 8 ? 8 : users ))
+    [ -f "$LOG_DIR/bench_spec-off-$users.log" ] ||
+      serve_bench "spec-off-$users" "$M4B" "$batch" 2048 512 128 $(( users * 4 )) "$users" --spec off
+    serve_bench "spec-$1-$users" "$M4B" "$batch" 2048 512 128 $(( users * 4 )) "$users" --spec "$1"
+    off=$(grep -i 'output token throughput' "$LOG_DIR/bench_spec-off-$users.log" | head -1 | grep -Eo '[0-9]+(\.[0-9]+)?' | head -1)
+    on=$(grep -i 'output token throughput' "$LOG_DIR/bench_spec-$1-$users.log" | head -1 | grep -Eo '[0-9]+(\.[0-9]+)?' | head -1)
+    echo "spec $users users: $1 $on tok/s vs off $off tok/s"
+    grep -A3 "Speculative Decoding" "$LOG_DIR/bench_spec-$1-$users.log" | head -4
+  done
+}
 if want spec; then
   t=$(date +%s)
-  SPARKSERVE_E2E_BACKEND=cuda SPARKSERVE_E2E_SPEC_DRAFTERS=ngram SPARKSERVE_BUILD_DIR="$(dirname "$BIN")" \
-    SPARKSERVE_E2E_LOG_DIR="$LOG_DIR/e2e_servers_spec" python3 -m pytest -q -p no:cacheprovider \
-    tests/e2e/test_spec_decode.py 2>&1 | tee "$LOG_DIR/e2e_spec.log"
-  rc=${PIPESTATUS[0]}
-  record e2e-spec "$rc" "$(grep -E '[0-9]+ (passed|failed)' "$LOG_DIR/e2e_spec.log" | tail -1) ($(elapsed $t))"
+  spec_e2e ngram e2e-spec
   make_4b
   # The step cost curve (one sequence of 1..256 tokens a step): verify 1+3 at batch 1 = the 4-token
   # row against the 1-token row.
   "$BIN/sparkserve" bench engine "$M4B" --spec ngram --batch 1,8 --context 0 --steps 32 --repeats 3 \
     2>&1 | tee "$LOG_DIR/bench_engine_spec.log"
   record spec-curve "${PIPESTATUS[0]}" "$(awk '$1=="4" && NF==4 {print "4 tokens: " $4 "x one token"}' "$LOG_DIR/bench_engine_spec.log")"
-  for users in 1 8 64; do
-    batch=$(( users < 8 ? 8 : users ))
-    serve_bench "spec-off-$users" "$M4B" "$batch" 2048 512 128 $(( users * 4 )) "$users" --spec off
-    serve_bench "spec-ngram-$users" "$M4B" "$batch" 2048 512 128 $(( users * 4 )) "$users" --spec ngram
-    off=$(grep -i 'output token throughput' "$LOG_DIR/bench_spec-off-$users.log" | head -1 | grep -Eo '[0-9]+(\.[0-9]+)?' | head -1)
-    on=$(grep -i 'output token throughput' "$LOG_DIR/bench_spec-ngram-$users.log" | head -1 | grep -Eo '[0-9]+(\.[0-9]+)?' | head -1)
-    echo "spec $users users: ngram $on tok/s vs off $off tok/s"
-    grep -A3 "Speculative Decoding" "$LOG_DIR/bench_spec-ngram-$users.log" | head -4
-  done
+  spec_serve ngram
   echo "spec section: $(elapsed $t)"
 fi
 if want mtp; then
@@ -199,11 +207,7 @@ if want mtp; then
   "$BIN/gpu_model_test" --gtest_brief=1 --gtest_filter='CudaMtpVsCpu.*' 2>&1 | tee "$LOG_DIR/mtp_model.log"
   rc=${PIPESTATUS[0]}
   record mtp-model "$rc" "$(grep -c '^\[mtp\]' "$LOG_DIR/mtp_model.log") runs; worst $(grep -o 'logit| [0-9.e-]*' "$LOG_DIR/mtp_model.log" | awk '{print $2}' | sort -g | tail -1) ($(elapsed $t))"
-  SPARKSERVE_E2E_BACKEND=cuda SPARKSERVE_E2E_SPEC_DRAFTERS=mtp SPARKSERVE_BUILD_DIR="$(dirname "$BIN")" \
-    SPARKSERVE_E2E_LOG_DIR="$LOG_DIR/e2e_servers_mtp" python3 -m pytest -q -p no:cacheprovider \
-    tests/e2e/test_spec_decode.py 2>&1 | tee "$LOG_DIR/e2e_mtp.log"
-  rc=${PIPESTATUS[0]}
-  record e2e-mtp "$rc" "$(grep -E '[0-9]+ (passed|failed)' "$LOG_DIR/e2e_mtp.log" | tail -1) ($(elapsed $t))"
+  spec_e2e mtp e2e-mtp
   make_4b
   "$BIN/sparkserve" bench engine "$M4B" --spec mtp --batch 1,8 --context 0 --steps 32 --repeats 3 \
     2>&1 | tee "$LOG_DIR/bench_engine_mtp.log"
@@ -212,17 +216,7 @@ if want mtp; then
   "$BIN/sparkserve" bench engine "$M4B" --spec mtp --draft-vocab 32768 --batch 1 --context 0 --steps 32 --repeats 3 \
     2>&1 | tee "$LOG_DIR/bench_engine_mtp_dv.log"
   record mtp-draft-vocab "${PIPESTATUS[0]}" "$(grep -o 'one MTP draft step[^)]*' "$LOG_DIR/bench_engine_mtp_dv.log" | head -1)"
-  [ -n "${MTP_SKIP_SERVE:-}" ] && return_early=1 || return_early=0
-  for users in $([ "$return_early" = 1 ] || echo 1 8 64); do
-    batch=$(( users < 8 ? 8 : users ))
-    [ -f "$LOG_DIR/bench_spec-off-$users.log" ] ||
-      serve_bench "spec-off-$users" "$M4B" "$batch" 2048 512 128 $(( users * 4 )) "$users" --spec off
-    serve_bench "spec-mtp-$users" "$M4B" "$batch" 2048 512 128 $(( users * 4 )) "$users" --spec mtp
-    off=$(grep -i 'output token throughput' "$LOG_DIR/bench_spec-off-$users.log" | head -1 | grep -Eo '[0-9]+(\.[0-9]+)?' | head -1)
-    on=$(grep -i 'output token throughput' "$LOG_DIR/bench_spec-mtp-$users.log" | head -1 | grep -Eo '[0-9]+(\.[0-9]+)?' | head -1)
-    echo "mtp $users users: mtp $on tok/s vs off $off tok/s"
-    grep -A3 "Speculative Decoding" "$LOG_DIR/bench_spec-mtp-$users.log" | head -4
-  done
+  [ -n "${MTP_SKIP_SERVE:-}" ] || spec_serve mtp
   echo "mtp section: $(elapsed $t)"
 fi
 if want prefix; then
